@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from ansible.errors import AnsibleFilterError
 from ansible.parsing.dataloader import DataLoader
+from ansible.plugins.loader import cache_loader
 from ansible.template import Templar, trust_as_template
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -526,9 +527,11 @@ def run_playbook(tmp_path: pathlib.Path, facts: dict[str, Facts], ib: str) -> tu
     real lazy HostVars and ansible_facts come from the cache as after setup."""
     cache = tmp_path / "facts"
     cache.mkdir()
+    writer = cache_loader.get("ansible.builtin.jsonfile", _uri=str(cache))
     for host, host_facts in facts.items():
-        prefixed = {k if k.startswith("_") else f"ansible_{k}": v for k, v in host_facts.items()}
-        (cache / host).write_text(json.dumps(prefixed))
+        # stored as setup returns them: with the ansible_ prefix
+        writer.set(host, {k if k.startswith("_") else f"ansible_{k}": v
+                          for k, v in host_facts.items()})
     (tmp_path / "ansible.cfg").write_text(
         f"[defaults]\ncollections_path = {REPO_ROOT / '.collections'}\n"
         f"fact_caching = ansible.builtin.jsonfile\nfact_caching_connection = {cache}\n"
@@ -599,17 +602,20 @@ def address_in(draw: st.DrawFn, net: ipaddress.IPv4Network) -> str:
 
 @st.composite
 def host_facts(draw: st.DrawFn, shared: list[ipaddress.IPv4Network]) -> Facts:
+    """Mostly a fabric port on a shared network, plus random ports and noise interfaces."""
     facts: Facts = {"interfaces": ["lo"],
                     "lo": {"device": "lo", "active": True, "type": "loopback",
                            "ipv4": v4("127.0.0.1/8"), "mtu": 65536}}
-    names = draw(st.lists(st.sampled_from(USABLE_NAMES), unique=True, max_size=5))
+    names = draw(st.lists(st.sampled_from(USABLE_NAMES), unique=True, min_size=1, max_size=4))
     noise = draw(st.lists(st.sampled_from(NOISE_NAMES), unique=True, max_size=3))
-    for device in names + noise:
-        net = draw(st.one_of(st.sampled_from(shared), networks()))
+    on_fabric = draw(st.integers(min_value=0, max_value=9)) > 0
+    for index, device in enumerate(names + noise):
+        fabric = index == 0 and on_fabric
+        net = shared[0] if fabric else draw(st.one_of(st.sampled_from(shared), networks()))
         add_iface(facts, device, draw(address_in(net)),
                   module=draw(st.sampled_from(["mlx5_core", "r8127", "veth", None])),
-                  active=draw(st.booleans()) if device in noise else draw(
-                      st.sampled_from([True, True, True, False])),
+                  active=fabric or draw(st.booleans()) if device in noise else
+                  fabric or draw(st.sampled_from([True, True, True, False])),
                   type_="bridge" if device in ("docker0", "lanbr") else "ether")
         for _ in range(draw(st.integers(min_value=0, max_value=2))):
             add_secondary(facts, device, draw(address_in(draw(st.sampled_from(shared)))))
@@ -627,23 +633,40 @@ def clusters(draw: st.DrawFn) -> tuple[dict[str, Any], list[str]]:
     for name in names:
         facts = draw(host_facts(shared))
         hv[name] = {"ansible_facts": facts}
-        all_addresses = [e["address"] for d in facts["interfaces"]
-                         for e in [iface(facts, d).get("ipv4", {})]
-                         + iface(facts, d).get("ipv4_secondaries", []) if e]
-        ib = draw(st.one_of(st.none(), st.sampled_from(all_addresses),
-                            st.sampled_from(["", "10.1", "fe80::1", "999.1.1.1", "x"])))
-        if ib is not None and draw(st.integers(min_value=0, max_value=3)) == 0:
-            hv[name]["ansible_host_ib"] = ib
+        held = [e["address"] for d in facts["interfaces"] for e in entries(facts, d)]
+        if draw(st.integers(min_value=0, max_value=3)) == 0:
+            hv[name]["ansible_host_ib"] = draw(st.one_of(
+                st.sampled_from(held), st.sampled_from(held), st.sampled_from(held),
+                st.sampled_from(["", "10.1", "fe80::1", "999.1.1.1", "x"])))
     return hv, names
 
 
-def usable_holds(facts: Facts, device: str, address: str) -> bool:
-    """Independent oracle: ``device`` is usable and holds ``address``."""
+def entries(facts: Facts, device: str) -> list[dict[str, str]]:
     data = iface(facts, device)
-    entries = [data.get("ipv4") or {}] + data.get("ipv4_secondaries", [])
+    return ([data["ipv4"]] if "ipv4" in data else []) + data.get("ipv4_secondaries", [])
+
+
+def usable(facts: Facts, device: str) -> bool:
+    """Independent oracle of the exclusion rule."""
+    data = iface(facts, device)
     return (data.get("active") is True and data.get("type") not in ("bridge", "loopback")
-            and device != "lo" and not device.startswith(VIRTUAL)
-            and any(e.get("address") == address for e in entries))
+            and device != "lo" and not device.startswith(VIRTUAL))
+
+
+def reachable_networks(hv: dict[str, Any], names: list[str]) -> set[str]:
+    """Independent oracle: networks in which every host has a usable address."""
+    held = {h: [ipaddress.ip_interface(f"{e['address']}/{e['prefix']}")
+                for d in hv[h]["ansible_facts"]["interfaces"]
+                if usable(hv[h]["ansible_facts"], d) for e in entries(hv[h]["ansible_facts"], d)]
+            for h in names}
+    candidates = {i.network for addrs in held.values() for i in addrs}
+    return {str(n) for n in candidates
+            if all(any(i.ip in n for i in held[h]) for h in names)}
+
+
+def usable_holds(facts: Facts, device: str, address: str) -> bool:
+    return usable(facts, device) and any(e["address"] == address
+                                         for e in entries(facts, device))
 
 
 @settings(max_examples=200, deadline=None, database=None,
@@ -651,13 +674,16 @@ def usable_holds(facts: Facts, device: str, address: str) -> bool:
 @given(clusters())
 def test_random_clusters(cluster: tuple[dict[str, Any], list[str]]) -> None:
     hv, names = cluster
+    expected = reachable_networks(hv, names)
     try:
         result = reachable_subnet(hv, names)
-    except AnsibleFilterError:
+    except AnsibleFilterError as error:
+        if "share no network" in str(error.message):
+            assert not expected
         return
     chosen = ipaddress.ip_network(result["cidr"])
     assert set(result["hosts"]) == set(names)
-    assert result["cidr"] not in result["alternatives"]
+    assert sorted([result["cidr"], *result["alternatives"]]) == sorted(expected)
     returned = []
     for name, place in result["hosts"].items():
         address = ipaddress.ip_address(place["address"])
