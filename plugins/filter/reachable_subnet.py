@@ -47,11 +47,8 @@ class Addr:
 
 
 def _fail(message: str) -> NoReturn:
+    """Prefix every error with the filter name: it ends up inside a long task failure."""
     raise AnsibleFilterError("reachable_subnet: " + message)
-
-
-def _host_file(host: str) -> str:
-    return f"host_vars/{host}.yml"
 
 
 def _check_args(hostvars: Any, hosts: Any) -> list[str]:
@@ -82,6 +79,7 @@ def _facts(host: str, hostvars: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def _truthy(value: Any) -> bool:
+    """Setup reports booleans, but hand-written or templated facts may carry 'true'."""
     if isinstance(value, str):
         return value.strip().lower() in ("true", "yes", "1")
     return value is True
@@ -99,6 +97,7 @@ def _unusable(device: str, iface: Mapping[str, Any]) -> str | None:
 
 
 def _as_int(value: Any) -> int | None:
+    """The MTU is informational: a missing or odd value must not fail the choice."""
     try:
         return int(value)
     except (TypeError, ValueError):
@@ -149,6 +148,7 @@ def _addresses(facts: Mapping[str, Any]) -> list[Addr]:
 
 
 def _default_address(facts: Mapping[str, Any]) -> IPAddress | None:
+    """The default-route address marks the management network, which the rule avoids."""
     default = facts.get("default_ipv4")
     address = default.get("address") if isinstance(default, Mapping) else None
     return IPAddress(address) if isinstance(address, str) and valid_ipv4(address) else None
@@ -159,7 +159,7 @@ def _ib_address(host: str, hostvars: Mapping[str, Any], addrs: list[Addr]) -> IP
     value = hostvars[host].get("ansible_host_ib")
     if value is None or value == "":
         return None
-    fix = f"set ansible_host_ib for {host} to its IPv4 address on the fabric ({_host_file(host)})"
+    fix = f"set ansible_host_ib for {host} to its IPv4 address on the fabric (host_vars/{host}.yml)"
     if not isinstance(value, str) or not valid_ipv4(value.strip()):
         _fail(f"host '{host}' sets ansible_host_ib={value!r}, which is not an IPv4 address; "
               f"{fix}, or remove it to let the filter choose")
@@ -170,11 +170,11 @@ def _ib_address(host: str, hostvars: Mapping[str, Any], addrs: list[Addr]) -> IP
     usable = ", ".join(a.show() for a in addrs if a.unusable is None) or "none"
     if held:
         _fail(f"host '{host}' sets ansible_host_ib={ip}, which is on {held[0].interface}, "
-              f"{held[0].unusable}, so it cannot be the fabric; {fix} "
-              f"(its usable addresses: {usable})")
+              f"{held[0].unusable}, so it cannot be the fabric (usable addresses of {host}: "
+              f"{usable}); {fix}")
     _fail(f"host '{host}' sets ansible_host_ib={ip}, but no interface of {host} holds that "
-          f"address (its usable addresses: {usable}); {fix}, or gather facts again if the "
-          f"address was added after they were gathered")
+          f"address (usable addresses of {host}: {usable}); {fix}, or gather facts again if "
+          f"the address was added after they were gathered")
 
 
 def _pick(addrs: list[Addr], net: IPNetwork, ib: IPAddress | None) -> Addr | None:
@@ -219,7 +219,7 @@ def _apply_ib(nets: list[IPNetwork], usable: Mapping[str, list[Addr]],
             options = ", ".join(_describe(n, _picks(usable, n, accepted)) for n in allowed)
             _fail(f"host '{host}' sets ansible_host_ib={ib}, but {scope} {options}. Set "
                   f"ansible_host_ib for {host} to its address in one of those networks "
-                  f"({_host_file(host)})")
+                  f"(host_vars/{host}.yml)")
         allowed, accepted = inside, {**accepted, host: ib}
     return allowed
 
@@ -248,6 +248,7 @@ def _reason(ranked: list[IPNetwork], key: Callable[[IPNetwork], tuple[Any, ...]]
 
 
 def _check_duplicates(net: IPNetwork, picks: Mapping[str, Addr]) -> None:
+    """Two nodes on one address would make Ray and NCCL connect to the wrong node."""
     seen: dict[IPAddress, str] = {}
     for host, addr in picks.items():
         if addr.ip in seen:

@@ -1,0 +1,38 @@
+"""Bad input: the head's ansible_host_ib set to its management address.
+
+Preflight must refuse it, naming the host, the variable and the working
+network, and nothing may change on any node.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "shared" / "files"))
+
+from cluster_state import node_states  # noqa: E402
+from playbook_run import run_playbook  # noqa: E402
+
+PREFIX = f"dgx-spark-vllm-test-{os.environ.get('MOLECULE_SCENARIO_NAME', 'ray')}"
+NODES = ["spark1", "spark2"]
+
+
+def test_head_management_address_as_ansible_host_ib_is_refused(tmp_path):
+    bad = tmp_path / "bad-inventory"
+    (bad / "host_vars").mkdir(parents=True)
+    (bad / "hosts.yml").write_text("all:\n  hosts:\n    spark1:\n")
+    (bad / "host_vars" / "spark1.yml").write_text("ansible_host_ib: 198.18.0.11\n")
+
+    before = node_states(PREFIX, NODES)
+    result = run_playbook("site.yml", inventories=(str(bad),))
+    after = node_states(PREFIX, NODES)
+
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output
+    message = next(line for line in output.splitlines() if "reachable_subnet" in line)
+    for needle in ("spark1", "ansible_host_ib", "198.18.0.11", "198.51.100.0/24"):
+        assert needle in message, (needle, message)
+    assert after == before
+    recap = [line for line in output.splitlines() if line.startswith(("spark1 ", "spark2 "))]
+    assert recap and all("changed=0" in line for line in recap), recap

@@ -1,0 +1,23 @@
+"""Run the collection's own playbooks against the molecule inventory from a test."""
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def run_playbook(playbook: str, *extra: str, inventories: tuple[str, ...] = (),
+                 timeout: int = 1800) -> subprocess.CompletedProcess[str]:
+    """ansible-playbook REPO/playbook -i <molecule inventory> [-i more] extra..."""
+    env = dict(os.environ)
+    env["ANSIBLE_COLLECTIONS_PATH"] = os.pathsep.join(
+        [str(REPO / ".collections"), env.get("ANSIBLE_COLLECTIONS_PATH", "")]).strip(os.pathsep)
+    env["ANSIBLE_FORCE_COLOR"] = "0"
+    env["ANSIBLE_NOCOLOR"] = "1"
+    command = ["ansible-playbook", str(REPO / playbook), "-i", os.environ["MOLECULE_INVENTORY_FILE"]]
+    for inventory in inventories:
+        command += ["-i", inventory]
+    return subprocess.run([*command, *extra], env=env, capture_output=True, text=True,
+                          timeout=timeout, check=False)
