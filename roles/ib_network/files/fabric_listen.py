@@ -18,6 +18,9 @@ def bind_free_ports(address: str, ports: list[int]) -> dict[int, socket.socket]:
     bound: dict[int, socket.socket] = {}
     for port in ports:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # The previous check's connections leave the port in TIME_WAIT; a
+        # port with a live listener still refuses the bind.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((address, port))
         except OSError:
