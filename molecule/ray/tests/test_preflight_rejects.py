@@ -6,13 +6,9 @@ network, and nothing may change on any node.
 from __future__ import annotations
 
 import os
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "shared" / "files"))
-
-from cluster_state import node_states  # noqa: E402
-from playbook_run import run_playbook  # noqa: E402
+from cluster_state import node_states
+from playbook_run import run_playbook
 
 PREFIX = f"dgx-spark-vllm-test-{os.environ.get('MOLECULE_SCENARIO_NAME', 'ray')}"
 NODES = ["spark1", "spark2"]

@@ -1,38 +1,8 @@
 """Behaviour of the Ray layer on the container cluster (testinfra)."""
 from __future__ import annotations
 
-import json
-import re
-from pathlib import Path
+from nodes import FABRIC, UNITS, env_file, interface_of, node
 
-import pytest
-
-FILES = Path(__file__).resolve().parents[2] / "shared" / "files"
-FABRIC = {"spark1": "198.51.100.11", "spark2": "198.51.100.12"}
-HEAD_MANAGEMENT = "198.18.0.11"
-UNITS = {"spark1": "ray-head", "spark2": "ray-worker"}
-
-
-def node(host) -> str:
-    return host.backend.get_hostname().rsplit("-", 1)[-1]
-
-
-def env_file(host, unit: str) -> dict[str, str]:
-    content = host.file(f"/etc/dgx-spark-vllm/{unit}.env").content_string
-    return dict(line.split("=", 1) for line in content.splitlines() if line and not line.startswith("#"))
-
-
-def interface_of(host, address: str) -> str:
-    for line in host.check_output("ip -o -4 addr show").splitlines():
-        fields = line.split()
-        if fields[3].split("/")[0] == address:
-            return fields[1]
-    raise AssertionError(f"{address} is on no interface of {node(host)}")
-
-
-def run_on_head(host, script: str, *args: str):
-    """Run a Python script inside the head's Ray container (a driver on the cluster)."""
-    return host.run("docker exec -i ray-head python - " + " ".join(args) + " <<'PYEOF'\n" + script + "\nPYEOF")
 
 
 def test_unit_runs_on_its_node_only(host):
@@ -67,44 +37,3 @@ def test_container_runs_ray_on_own_fabric_address(host):
     mode = host.check_output("docker inspect --format '{{.HostConfig.NetworkMode}} {{.HostConfig.IpcMode}} "
                              "{{.HostConfig.AutoRemove}} {{.HostConfig.RestartPolicy.Name}}' %s", UNITS[me])
     assert mode.split() == ["host", "host", "true", "no"]
-
-
-def test_dashboard_is_off(host):
-    if node(host) != "spark1":
-        pytest.skip("the dashboard belongs to the head")
-    assert not host.socket("tcp://0.0.0.0:8265").is_listening
-    assert "--include-dashboard=false" in host.file("/etc/systemd/system/ray-head.service").content_string
-
-
-def test_head_lists_every_node_by_fabric_address_with_gpus(host):
-    if node(host) != "spark1":
-        pytest.skip("asked on the head")
-    script = (FILES.parent.parent.parent / "roles/ray_head/files/ray_cluster_state.py").read_text()
-    state = json.loads(run_on_head(host, script).stdout.strip().splitlines()[-1])
-    assert state["addresses"] == sorted(FABRIC.values())
-    assert state["gpus"] == 2
-
-
-def test_gloo_rendezvous_over_fabric_sums_across_nodes(host):
-    if node(host) != "spark1":
-        pytest.skip("driven from the head")
-    out = run_on_head(host, (FILES / "ray_rendezvous.py").read_text(), "''", "60")
-    result = json.loads(out.stdout.strip().splitlines()[-1])
-    assert result["ok"], result
-    assert result["world"] == 2
-    assert sorted(r["node"] for r in result["ranks"]) == sorted(FABRIC.values())
-    assert all(r["vllm_host_ip"] == r["node"] for r in result["ranks"])
-    assert all(r["master"] == FABRIC["spark1"] for r in result["ranks"])
-    assert [r["sum"] for r in result["ranks"]] == [3.0, 3.0]  # 1 + 2 on both ranks
-
-
-def test_rendezvous_at_head_management_address_fails_fast(host):
-    """The failure this project exists to prevent, reproduced: the worker cannot reach it."""
-    if node(host) != "spark1":
-        pytest.skip("driven from the head")
-    out = run_on_head(host, (FILES / "ray_rendezvous.py").read_text(), HEAD_MANAGEMENT, "15")
-    assert out.rc == 1, out.stdout + out.stderr
-    result = json.loads(out.stdout.strip().splitlines()[-1])
-    assert not result["ok"]
-    assert re.search(r"timed out|Timed out|failed to connect", result["error"]), result["error"]
-    assert result["seconds"] < 60

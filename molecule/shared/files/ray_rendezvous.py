@@ -2,7 +2,7 @@
 
 Run inside the head's Ray container: docker exec -i ray-head python - [MASTER] [SECONDS]
 
-A STRICT_SPREAD placement group of one {GPU: 1} bundle per node puts one task
+A STRICT_SPREAD placement group of one {GPU: 1, CPU: 1} bundle per node puts one task
 on every node. Each task joins a gloo process group at MASTER (default: the
 MASTER_ADDR the units gave the task's node) and all-reduces rank + 1. Prints
 one JSON line with each rank's node, interface and sum; exits 1 with the error
@@ -43,7 +43,7 @@ def main() -> int:
     seconds = int(sys.argv[2]) if len(sys.argv) > 2 else 30
     ray.init(address="auto", log_to_driver=False)
     world = len([n for n in ray.nodes() if n["Alive"]])
-    group = placement_group([{"GPU": 1}] * world, strategy="STRICT_SPREAD")
+    group = placement_group([{"GPU": 1, "CPU": 1}] * world, strategy="STRICT_SPREAD")
     ray.get(group.ready(), timeout=60)
     started = time.monotonic()
     refs = [join_and_reduce.options(scheduling_strategy=PlacementGroupSchedulingStrategy(
