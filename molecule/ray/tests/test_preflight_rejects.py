@@ -5,12 +5,9 @@ network, and nothing may change on any node.
 """
 from __future__ import annotations
 
-import os
-
 from cluster_state import node_states
 from playbook_run import run_playbook
 
-PREFIX = f"dgx-spark-vllm-test-{os.environ.get('MOLECULE_SCENARIO_NAME', 'ray')}"
 NODES = ["spark1", "spark2"]
 
 
@@ -20,9 +17,9 @@ def test_head_management_address_as_ansible_host_ib_is_refused(tmp_path):
     (bad / "hosts.yml").write_text("all:\n  hosts:\n    spark1:\n")
     (bad / "host_vars" / "spark1.yml").write_text("ansible_host_ib: 198.18.0.11\n")
 
-    before = node_states(PREFIX, NODES)
+    before = node_states(NODES)
     result = run_playbook("site.yml", inventories=(str(bad),))
-    after = node_states(PREFIX, NODES)
+    after = node_states(NODES)
 
     output = result.stdout + result.stderr
     assert result.returncode != 0, output

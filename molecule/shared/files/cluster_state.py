@@ -1,7 +1,7 @@
 """What a deployment leaves on the container cluster, to prove a run changed nothing."""
 from __future__ import annotations
 
-import testinfra
+from nodes import node_host
 
 STATE_COMMAND = (
     "find /etc/systemd/system /etc/dgx-spark-vllm -maxdepth 1 -type f -exec sha256sum {} + 2>/dev/null | sort; "
@@ -10,9 +10,5 @@ STATE_COMMAND = (
 )
 
 
-def node_states(prefix: str, nodes: list[str]) -> dict[str, str]:
-    states = {}
-    for name in nodes:
-        host = testinfra.get_host(f"docker://{prefix}-{name}")
-        states[name] = host.check_output(STATE_COMMAND)
-    return states
+def node_states(nodes: list[str]) -> dict[str, str]:
+    return {name: node_host(name).check_output(STATE_COMMAND) for name in nodes}

@@ -1,7 +1,10 @@
 """Facts of the container cluster and small helpers shared by the testinfra tests."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+import testinfra
 
 FILES = Path(__file__).resolve().parent
 REPO = FILES.parents[2]
@@ -30,3 +33,14 @@ def interface_of(host, address: str) -> str:
 def run_on_head(host, script: str, *args: str):
     """Run a Python script inside the head's Ray container (a driver on the cluster)."""
     return host.run("docker exec -i ray-head python - " + " ".join(args) + " <<'PYEOF'\n" + script + "\nPYEOF")
+
+
+API = "http://198.18.0.11:8000"
+MODEL = "tiny-llama"
+API_KEY = "dgx-spark-test-key-5f1c9a"  # molecule/default/inventory/group_vars/sparks/scenario.yml
+
+
+def node_host(name: str):
+    """A testinfra host for one node container of the running scenario."""
+    scenario = os.environ.get("MOLECULE_SCENARIO_NAME", "default")
+    return testinfra.get_host(f"docker://dgx-spark-vllm-test-{scenario}-{name}")

@@ -1,0 +1,5 @@
+"""Make the shared test helpers (molecule/shared/files) importable."""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "shared" / "files"))

@@ -1,0 +1,73 @@
+"""Restarting serving alone, and a wrong VLLM_HOST_IP failing fast (controller side).
+
+Runs the collection's own playbooks against the molecule inventory. Order
+matters: restart first, then the failure, then a converge that heals it.
+"""
+from __future__ import annotations
+
+import re
+import time
+
+from nodes import API_KEY, node_host
+from playbook_run import run_playbook
+from test_endpoint import test_completion_returns_tokens_from_both_nodes as completion_works
+
+NODES = ["spark1", "spark2"]
+SERVING_CONTAINER = "docker inspect --format '{{.Id}} {{.State.StartedAt}}' vllm-serve"
+OTHER_SERVICES = ("systemctl show --property=MainPID --property=ActiveEnterTimestamp "
+                  "docker.service containerd.service systemd-journald.service")
+
+
+def serving_processes_outside(host, container_id: str) -> list[str]:
+    """vLLM processes on the node that do not belong to the given container."""
+    out = host.check_output("for p in $(pgrep -f 'vllm|VLLM'); do "
+                            "echo \"$p $(tr '\\n' ' ' < /proc/$p/cgroup 2>/dev/null)\"; done")
+    return [line for line in out.splitlines() if container_id not in line and line.strip()]
+
+
+def test_serve_playbook_restarts_only_serving(record_property):
+    hosts = {name: node_host(name) for name in NODES}
+    before = {n: (h.check_output(SERVING_CONTAINER), h.check_output(OTHER_SERVICES)) for n, h in hosts.items()}
+
+    started = time.monotonic()
+    result = run_playbook("playbooks/serve.yml")
+    seconds = time.monotonic() - started
+    record_property("restart_serving_seconds", round(seconds))
+    print(f"restart serving (playbooks/serve.yml): {seconds:.0f} s")
+
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-5000:]
+    assert API_KEY not in output
+    for name, host in hosts.items():
+        container, services = host.check_output(SERVING_CONTAINER), host.check_output(OTHER_SERVICES)
+        assert container.split()[0] != before[name][0].split()[0], f"{name}: serving was not restarted"
+        assert services == before[name][1], f"{name}: another service was touched"
+        assert serving_processes_outside(host, container.split()[0]) == [], name
+    completion_works()
+
+
+def test_worker_with_a_wrong_vllm_host_ip_fails_readiness_with_the_journal(tmp_path):
+    bad = tmp_path / "bad-inventory"
+    (bad / "host_vars").mkdir(parents=True)
+    (bad / "hosts.yml").write_text("all:\n  hosts:\n    spark2:\n")
+    # The role's own variable, as a user would set it: an address spark2 lacks.
+    (bad / "host_vars" / "spark2.yml").write_text(
+        "vllm_serve_env:\n  VLLM_CPU_KVCACHE_SPACE: '1'\n  VLLM_CPU_OMP_THREADS_BIND: '1'\n"
+        "  VLLM_HOST_IP: 198.51.100.99\n")
+
+    started = time.monotonic()
+    result = run_playbook("playbooks/serve.yml", inventories=(str(bad),))
+    seconds = time.monotonic() - started
+    print(f"wrong VLLM_HOST_IP on spark2: playbook failed after {seconds:.0f} s")
+    output = result.stdout + result.stderr
+
+    assert result.returncode != 0, output[-5000:]
+    assert seconds < 420, "the readiness wait must end, not hang"
+    assert "vLLM did not answer on spark1" in output
+    assert re.search(r"journalctl -u vllm-serve on spark2", output)
+    assert "Cannot assign requested address" in output
+    assert API_KEY not in output
+
+    healed = run_playbook("site.yml")
+    assert healed.returncode == 0, (healed.stdout + healed.stderr)[-5000:]
+    completion_works()

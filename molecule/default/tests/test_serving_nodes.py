@@ -1,0 +1,54 @@
+"""Serving units on every node (testinfra): layout, environment, secrets."""
+from __future__ import annotations
+
+from nodes import API_KEY, FABRIC, MODEL, env_file, interface_of, node, node_host
+
+MODEL_LISTING = ("cd /var/lib/dgx-spark-vllm/models/%s && "
+                 "find . -type f ! -name '.dgx-spark-vllm-*' -printf '%%P %%s\\n' | sort")
+
+
+def test_every_node_runs_its_serving_unit_and_no_ray(host):
+    assert host.service("vllm-serve").is_running
+    assert host.service("vllm-serve").is_enabled
+    for ray_unit in ("ray-head", "ray-worker"):
+        assert not host.file(f"/etc/systemd/system/{ray_unit}.service").exists
+
+
+def test_rank_and_rendezvous_point(host):
+    me = node(host)
+    args = host.check_output("docker inspect --format '{{json .Args}}' vllm-serve")
+    assert "--master-addr\", \"198.51.100.11" in args
+    assert "--tensor-parallel-size\", \"2" in args
+    assert "--nnodes\", \"2" in args
+    if me == "spark1":
+        assert "--node-rank\", \"0" in args and "--headless" not in args
+    else:
+        assert "--node-rank\", \"1" in args and "--headless" in args
+
+
+def test_environment_is_root_only_and_binds_own_fabric_address(host):
+    me = node(host)
+    for name in ("vllm-serve.env", "vllm-serve.secrets.env"):
+        f = host.file(f"/etc/dgx-spark-vllm/{name}")
+        assert (f.user, f.group, f.mode) == ("root", "root", 0o600), name
+    env = env_file(host, "vllm-serve")
+    assert env["VLLM_HOST_IP"] == FABRIC[me]
+    assert env["MASTER_ADDR"] == FABRIC["spark1"]
+    assert env["GLOO_SOCKET_IFNAME"] == interface_of(host, FABRIC[me])
+    assert env["HF_HUB_OFFLINE"] == "1"
+    assert "VLLM_API_KEY" not in env
+
+
+def test_api_key_appears_in_no_unit_process_list_or_journal(host):
+    assert API_KEY not in host.check_output("cat /etc/systemd/system/*.service")
+    assert API_KEY not in host.check_output("ps -eo args")
+    assert API_KEY not in host.check_output("journalctl --no-pager -o cat")
+    assert API_KEY not in host.check_output("cat /etc/dgx-spark-vllm/vllm-serve.env")
+    with host.sudo():
+        assert host.run("grep -c %s /etc/dgx-spark-vllm/vllm-serve.secrets.env", API_KEY).stdout.strip() == "1"
+
+
+def test_model_was_copied_to_every_node(host):
+    listing = host.check_output(MODEL_LISTING, MODEL)
+    assert "model.safetensors" in listing and "tokenizer.json" in listing
+    assert listing == node_host("spark1").check_output(MODEL_LISTING, MODEL)
