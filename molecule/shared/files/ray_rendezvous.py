@@ -20,7 +20,9 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 PORT = 29511  # not vLLM's 29501
 
 
-@ray.remote(num_gpus=1)
+# max_calls=1: the worker process exits after the task, so a failed rendezvous
+# cannot leave its TCPStore listening for the next run.
+@ray.remote(num_gpus=1, max_calls=1)
 def join_and_reduce(rank: int, world: int, master: str, seconds: int) -> dict:
     import os
 
