@@ -9,7 +9,7 @@ import re
 import time
 
 from nodes import API_KEY, node_host
-from playbook_run import run_playbook
+from playbook_run import overlay_inventory, run_playbook
 from test_endpoint import test_completion_returns_tokens_from_both_nodes as completion_works
 
 NODES = ["spark1", "spark2"]
@@ -45,16 +45,13 @@ def test_serve_playbook_restarts_only_serving(record_property):
 
 
 def test_worker_with_a_wrong_vllm_host_ip_fails_readiness_with_the_journal(tmp_path):
-    bad = tmp_path / "bad-inventory"
-    (bad / "host_vars").mkdir(parents=True)
-    (bad / "hosts.yml").write_text("all:\n  hosts:\n    spark2:\n")
     # The role's own variable, as a user would set it: an address spark2 lacks.
-    (bad / "host_vars" / "spark2.yml").write_text(
-        "vllm_serve_env:\n  VLLM_CPU_KVCACHE_SPACE: '1'\n  VLLM_CPU_OMP_THREADS_BIND: '1'\n"
-        "  VLLM_HOST_IP: 198.51.100.99\n")
+    bad = overlay_inventory(tmp_path / "bad-inventory", "spark2",
+                            "vllm_serve_env:\n  VLLM_CPU_KVCACHE_SPACE: '1'\n  VLLM_CPU_OMP_THREADS_BIND: '1'\n"
+                            "  VLLM_HOST_IP: 198.51.100.99\n")
 
     started = time.monotonic()
-    result = run_playbook("playbooks/serve.yml", inventories=(str(bad),))
+    result = run_playbook("playbooks/serve.yml", inventories=(bad,))
     seconds = time.monotonic() - started
     print(f"wrong VLLM_HOST_IP on spark2: playbook failed after {seconds:.0f} s")
     output = result.stdout + result.stderr

@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 
 from cluster_state import node_states
-from playbook_run import run_playbook
+from playbook_run import overlay_inventory, run_playbook
 
 NODES = ["spark1", "spark2"]
 
@@ -24,13 +24,10 @@ def test_check_mode_on_a_converged_cluster_reports_nothing():
 
 
 def test_check_mode_shows_a_pending_change_without_making_it(tmp_path):
-    extra = tmp_path / "inventory"
-    (extra / "host_vars").mkdir(parents=True)
-    (extra / "hosts.yml").write_text("all:\n  hosts:\n    spark2:\n")
-    (extra / "host_vars" / "spark2.yml").write_text("ray_worker_env:\n  NCCL_DEBUG: INFO\n")
+    extra = overlay_inventory(tmp_path / "inventory", "spark2", "ray_worker_env:\n  NCCL_DEBUG: INFO\n")
 
     before = node_states(NODES)
-    result = run_playbook("playbooks/ray.yml", "--check", "--diff", inventories=(str(extra),))
+    result = run_playbook("playbooks/ray.yml", "--check", "--diff", inventories=(extra,))
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-4000:]
     assert "+NCCL_DEBUG=INFO" in output

@@ -6,19 +6,16 @@ network, and nothing may change on any node.
 from __future__ import annotations
 
 from cluster_state import node_states
-from playbook_run import run_playbook
+from playbook_run import overlay_inventory, run_playbook
 
 NODES = ["spark1", "spark2"]
 
 
 def test_head_management_address_as_ansible_host_ib_is_refused(tmp_path):
-    bad = tmp_path / "bad-inventory"
-    (bad / "host_vars").mkdir(parents=True)
-    (bad / "hosts.yml").write_text("all:\n  hosts:\n    spark1:\n")
-    (bad / "host_vars" / "spark1.yml").write_text("ansible_host_ib: 198.18.0.11\n")
+    bad = overlay_inventory(tmp_path / "bad-inventory", "spark1", "ansible_host_ib: 198.18.0.11\n")
 
     before = node_states(NODES)
-    result = run_playbook("site.yml", inventories=(str(bad),))
+    result = run_playbook("site.yml", inventories=(bad,))
     after = node_states(NODES)
 
     output = result.stdout + result.stderr

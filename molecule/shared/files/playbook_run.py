@@ -21,3 +21,12 @@ def run_playbook(playbook: str, *extra: str, inventories: tuple[str, ...] = (),
         command += ["-i", inventory]
     return subprocess.run([*command, *extra], env=env, capture_output=True, text=True,
                           timeout=timeout, check=False)
+
+
+def overlay_inventory(directory: Path, host: str, host_vars_yaml: str) -> str:
+    """An extra inventory that sets variables of one host over the molecule inventory
+    (a later -i source wins), as a user's host_vars would. Returns its path."""
+    (directory / "host_vars").mkdir(parents=True)
+    (directory / "hosts.yml").write_text(f"all:\n  hosts:\n    {host}:\n")
+    (directory / "host_vars" / f"{host}.yml").write_text(host_vars_yaml)
+    return str(directory)
