@@ -4,7 +4,9 @@ from __future__ import annotations
 import json
 import re
 
-from nodes import FABRIC, FILES, HEAD_MANAGEMENT, REPO, run_on_head
+import time
+
+from nodes import FABRIC, FILES, HEAD_MANAGEMENT, REPO, node_host, run_on_head
 
 testinfra_hosts = ["ansible://spark1"]
 
@@ -29,6 +31,7 @@ def test_gloo_rendezvous_over_fabric_sums_across_nodes(host):
     assert sorted(r["node"] for r in result["ranks"]) == sorted(FABRIC.values())
     assert all(r["vllm_host_ip"] == r["node"] for r in result["ranks"])
     assert all(r["master"] == FABRIC["spark1"] for r in result["ranks"])
+    assert result["ranks"][0]["node"] == FABRIC["spark1"]  # rank 0 holds the store at MASTER_ADDR
     assert [r["sum"] for r in result["ranks"]] == [3.0, 3.0]  # 1 + 2 on both ranks
 
 
@@ -53,3 +56,23 @@ def test_nothing_binds_the_head_management_address(host):
     listeners = host.check_output("ss -Hltn | awk '{print $4}'").split()
     assert not [l for l in listeners if l.startswith(HEAD_MANAGEMENT + ":")], listeners
     assert not host.socket("tcp://8265").is_listening
+
+
+def test_restarted_ray_layer_rejoins_over_the_fabric(host):
+    """Time from (re)starting the head and worker units to Ray listing both nodes."""
+    script = (REPO / "roles/ray_head/files/ray_cluster_state.py").read_text()
+    started = time.monotonic()
+    host.check_output("systemctl restart ray-head")
+    node_host("spark2").check_output("systemctl restart ray-worker")
+    state: dict = {}
+    while time.monotonic() - started < 180:
+        out = run_on_head(host, script)
+        if out.rc == 0:
+            state = json.loads(out.stdout.strip().splitlines()[-1])
+            if state["addresses"] == sorted(FABRIC.values()) and state["gpus"] == 2:
+                break
+        time.sleep(1)
+    seconds = time.monotonic() - started
+    print(f"Ray head and worker units restarted: all nodes joined after {seconds:.0f} s")
+    assert state.get("addresses") == sorted(FABRIC.values()), state
+    assert state.get("gpus") == 2, state

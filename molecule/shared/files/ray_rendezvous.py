@@ -14,7 +14,7 @@ import sys
 import time
 
 import ray
-from ray.util.placement_group import placement_group
+from ray.util.placement_group import placement_group, placement_group_table
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 PORT = 29511  # not vLLM's 29501
@@ -47,10 +47,15 @@ def main() -> int:
     world = len([n for n in ray.nodes() if n["Alive"]])
     group = placement_group([{"GPU": 1, "CPU": 1}] * world, strategy="STRICT_SPREAD")
     ray.get(group.ready(), timeout=60)
+    # Rank 0 hosts the TCPStore at MASTER_ADDR, the head's address: give rank 0
+    # to the bundle Ray placed on this (the head's) node, whatever its index.
+    head = ray.get_runtime_context().get_node_id()
+    bundles = placement_group_table(group)["bundles_to_node_id"]
+    order = sorted(bundles, key=lambda index: (bundles[index] != head, index))
     started = time.monotonic()
     refs = [join_and_reduce.options(scheduling_strategy=PlacementGroupSchedulingStrategy(
-        group, placement_group_bundle_index=rank)).remote(rank, world, master, seconds)
-        for rank in range(world)]
+        group, placement_group_bundle_index=index)).remote(rank, world, master, seconds)
+        for rank, index in enumerate(order)]
     try:
         results = ray.get(refs, timeout=seconds * 3)
     except Exception as error:  # report any failure of the rendezvous as data
