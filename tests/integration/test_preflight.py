@@ -7,53 +7,48 @@ fail with a message that names the host, the variable and the fix.
 """
 from __future__ import annotations
 
-import json
-import os
-import pathlib
-import re
-import subprocess
 import sys
+from pathlib import Path
+from typing import Any
 
 import pytest
-from ansible.plugins.loader import cache_loader, init_plugin_loader
-from ansible.utils.collection_loader import AnsibleCollectionConfig
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
-FIXTURES = REPO / "tests" / "unit" / "plugins" / "filter" / "fixtures"
+from support.ansible_run import (
+    REPO,
+    flat_output,
+    run_ansible_playbook,
+    write_ansible_cfg,
+    write_fact_cache,
+    write_overlay_inventory,
+)
+from support.facts import load_facts
 
-if AnsibleCollectionConfig.collection_finder is None:
-    init_plugin_loader([str(REPO / ".collections")])
-
-
-def run_preflight(tmp_path: pathlib.Path, host_vars: dict[str, dict] | None = None,
-                  extra: dict | None = None, hosts: dict | None = None) -> tuple[int, str]:
-    cache = tmp_path / "facts"
-    cache.mkdir()
-    writer = cache_loader.get("ansible.builtin.jsonfile", _uri=str(cache))
-    for host in ("spark1", "spark2"):
-        # stored as the setup module returns them, with the ansible_ prefix
-        facts = json.loads((FIXTURES / f"{host}.json").read_text())
-        writer.set(host, {k if k.startswith("_") else f"ansible_{k}": v for k, v in facts.items()})
-    overlay = tmp_path / "overlay"
-    (overlay / "host_vars").mkdir(parents=True)
-    (overlay / "hosts.yml").write_text(json.dumps(hosts or {"all": {"hosts": {"spark1": {}, "spark2": {}}}}))
-    for host in ("spark1", "spark2"):
-        local = {"ansible_connection": "local", "ansible_become": False,
-                 "ansible_python_interpreter": sys.executable, **(host_vars or {}).get(host, {})}
-        (overlay / "host_vars" / f"{host}.yml").write_text(json.dumps(local))
-    (tmp_path / "ansible.cfg").write_text(
-        f"[defaults]\ncollections_path = {REPO / '.collections'}\n"
-        f"fact_caching = ansible.builtin.jsonfile\nfact_caching_connection = {cache}\n")
-    env = {**os.environ, "ANSIBLE_CONFIG": str(tmp_path / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1",
-           "ANSIBLE_COLLECTIONS_PATH": str(REPO / ".collections")}
-    command = [str(pathlib.Path(sys.executable).parent / "ansible-playbook"), str(REPO / "playbooks/preflight.yml"),
-               "-i", str(REPO / "inventories/sparks"), "-i", str(overlay),
-               "-e", json.dumps({"dgx_spark_gather_facts": False, **(extra or {})})]
-    proc = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False)
-    return proc.returncode, re.sub(r"\s+", " ", proc.stdout + proc.stderr)
+HOSTS = ("spark1", "spark2")
 
 
-def test_example_inventory_passes(tmp_path):
+def local_host_vars(host_vars: dict[str, dict[str, Any]] | None) -> dict[str, dict[str, Any]]:
+    """Each host run locally by this Python, then the case's own variables over that."""
+    return {host: {"ansible_connection": "local", "ansible_become": False,
+                   "ansible_python_interpreter": sys.executable, **(host_vars or {}).get(host, {})}
+            for host in HOSTS}
+
+
+def run_preflight(tmp_path: Path, host_vars: dict[str, dict[str, Any]] | None = None,
+                  extra: dict[str, Any] | None = None,
+                  hosts: dict[str, Any] | None = None) -> tuple[int, str]:
+    """playbooks/preflight.yml on inventories/sparks plus an overlay (``host_vars``, ``hosts``)
+    and ``extra`` vars, facts from the cache. Returns (rc, output with whitespace flattened)."""
+    cache = write_fact_cache(tmp_path / "facts", {host: load_facts(host) for host in HOSTS})
+    config = write_ansible_cfg(tmp_path, fact_cache=cache)
+    overlay = write_overlay_inventory(tmp_path / "overlay", local_host_vars(host_vars), hosts)
+    proc = run_ansible_playbook(REPO / "playbooks/preflight.yml",
+                                [REPO / "inventories/sparks", overlay],
+                                extra_vars={"dgx_spark_gather_facts": False, **(extra or {})},
+                                config=config, cwd=tmp_path, timeout=300)
+    return proc.returncode, flat_output(proc)
+
+
+def test_example_inventory_passes(tmp_path: Path) -> None:
     rc, output = run_preflight(tmp_path)
     assert rc == 0, output
     assert "changed=0" in output and "failed=0" in output
@@ -87,7 +82,9 @@ def test_example_inventory_passes(tmp_path):
     ("image name missing", None, {"dgx_spark_image": ""}, None,
      ["dgx_spark_image is not an image name"]),
 ])
-def test_bad_input_is_refused_naming_host_variable_and_fix(tmp_path, case, host_vars, extra, hosts, expected):
+def test_bad_input_is_refused_naming_host_variable_and_fix(
+        tmp_path: Path, case: str, host_vars: dict[str, dict[str, Any]] | None,
+        extra: dict[str, Any] | None, hosts: dict[str, Any] | None, expected: list[str]) -> None:
     rc, output = run_preflight(tmp_path, host_vars, extra, hosts)
     assert rc != 0, f"{case}: preflight passed"
     for needle in expected:

@@ -1,5 +1,8 @@
-"""Make the shared test helpers (molecule/shared/files) importable."""
+"""Make the shared test helpers importable: molecule/shared/files (the cluster helpers and the
+playbook_run adapter) and tests/support (ansible_run, the runner that adapter uses)."""
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "shared" / "files"))
+REPO = Path(__file__).resolve().parents[3]
+for helpers in (REPO / "tests" / "support", REPO / "molecule" / "shared" / "files"):
+    sys.path.insert(0, str(helpers))

@@ -1,120 +1,42 @@
-"""Tests of the reachable_subnet filter against setup-module-shaped facts.
+"""Example tests of the reachable_subnet filter, called as a Python function.
 
-The fixtures are ``ansible_facts`` as the setup module reports them for a DGX Spark (LAN,
-CX7 twins, docker0, veth, a compose bridge, wifi) and for Docker containers (eth0/eth1 with
-driver veth). Each test edits a fresh copy to build one layout. Expected values are
-computed with the standard library (``ipaddress``), not with the plugin's netaddr code.
+Each test loads a fresh copy of recorded setup-module facts (tests/fixtures) and edits it into
+one layout with the helpers of tests/support/facts.py. Expected values are computed with the
+standard library (``ipaddress``), not with the plugin's netaddr code. The same filter through
+Ansible (Templar, ansible-playbook) is in tests/integration; random clusters in tests/property.
 """
 
 from __future__ import annotations
 
-import ipaddress
-import json
-import os
-import pathlib
-import re
-import subprocess
-import sys
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 from ansible.errors import AnsibleFilterError
-from ansible.parsing.dataloader import DataLoader
-from ansible.plugins.loader import cache_loader
-from ansible.template import Templar, trust_as_template
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from ansible_collections.dgx_spark.vllm.plugins.filter.reachable_subnet import (
     FilterModule,
     reachable_subnet,
 )
-
-Facts = dict[str, Any]
-Loader = Callable[[str], Facts]
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[4]
-VIRTUAL = ("docker", "br-", "veth", "virbr", "cni", "flannel", "cali", "vxlan", "tunl",
-           "lxcbr", "lxdbr", "podman")
-
-
-# --- helpers that edit facts the way the setup module would report them -------------------
-
-def key(device: str) -> str:
-    return device.replace("-", "_").replace(".", "_")
-
-
-def v4(cidr: str) -> dict[str, str]:
-    """An ipv4 fact entry as setup reports it (prefix is a string there)."""
-    iface = ipaddress.ip_interface(cidr)
-    net = iface.network
-    return {"address": str(iface.ip), "broadcast": str(net.broadcast_address),
-            "netmask": str(net.netmask), "network": str(net.network_address),
-            "prefix": str(net.prefixlen)}
-
-
-def iface(facts: Facts, device: str) -> dict[str, Any]:
-    return facts[key(device)]
-
-
-def set_ipv4(facts: Facts, device: str, cidr: str | None) -> None:
-    if cidr is None:
-        iface(facts, device).pop("ipv4", None)
-    else:
-        iface(facts, device)["ipv4"] = v4(cidr)
-        iface(facts, device)["active"] = True
-
-
-def add_secondary(facts: Facts, device: str, cidr: str) -> None:
-    iface(facts, device).setdefault("ipv4_secondaries", []).append(v4(cidr))
-
-
-def add_iface(facts: Facts, device: str, cidr: str | None, module: str | None = None,
-              active: bool = True, type_: str = "ether", mtu: int = 1500) -> None:
-    facts["interfaces"].append(device)
-    facts[key(device)] = {"device": device, "active": active, "type": type_, "mtu": mtu,
-                          "module": module, "speed": 1000, "macaddress": "02:00:00:00:00:01",
-                          "promisc": False, "features": {}}
-    if cidr:
-        facts[key(device)]["ipv4"] = v4(cidr)
-
-
-def set_default(facts: Facts, device: str) -> None:
-    """Move the default route onto ``device``'s primary address."""
-    entry = iface(facts, device)["ipv4"]
-    facts["default_ipv4"] = {**entry, "interface": device, "alias": device,
-                             "gateway": str(ipaddress.ip_address(entry["network"]) + 1),
-                             "mtu": iface(facts, device)["mtu"], "type": "ether"}
-
-
-def hostvars(facts_by_host: dict[str, Facts | None], **ib: str) -> dict[str, Any]:
-    """A hostvars-like mapping; ``ib`` maps host name to its ansible_host_ib."""
-    result: dict[str, Any] = {}
-    for host, facts in facts_by_host.items():
-        hv: dict[str, Any] = {"inventory_hostname": host, "ansible_host": f"{host}.lab"}
-        if facts is not None:
-            hv["ansible_facts"] = facts
-        if host in ib:
-            hv["ansible_host_ib"] = ib[host]
-        result[host] = hv
-    return result
+from support.facts import (
+    DEPLOYED,
+    Facts,
+    add_iface,
+    add_secondary,
+    addresses,
+    hostvars,
+    iface,
+    key,
+    load_facts,
+    set_default,
+    set_ipv4,
+)
 
 
 def error_of(hv: dict[str, Any], hosts: Any) -> str:
+    """The message of the AnsibleFilterError the filter must raise for this input."""
     with pytest.raises(AnsibleFilterError) as info:
         reachable_subnet(hv, hosts)
     return str(info.value.message)
-
-
-def addresses(result: dict[str, Any]) -> dict[str, tuple[str, str]]:
-    return {h: (v["address"], v["interface"]) for h, v in result["hosts"].items()}
-
-
-@pytest.fixture
-def sparks(load_facts: Loader) -> tuple[Facts, Facts]:
-    """The deployment: spark1 LAN 10.1.230.180 (default route) and spark2 LAN 10.1.231.44
-    (default route), fabric 192.168.200.12/13 on enp1s0f0np0, docker0 on both."""
-    return load_facts("spark1"), load_facts("spark2")
 
 
 def twins(s1: Facts, s2: Facts) -> None:
@@ -122,10 +44,6 @@ def twins(s1: Facts, s2: Facts) -> None:
     for facts, last in ((s1, 12), (s2, 13)):
         set_ipv4(facts, "enp1s0f0np0", f"192.168.100.{last}/24")
         set_ipv4(facts, "enP2p1s0f0np0", f"192.168.101.{last}/24")
-
-
-DEPLOYED = {"spark1": ("192.168.200.12", "enp1s0f0np0"),
-            "spark2": ("192.168.200.13", "enp1s0f0np0")}
 
 
 # --- the deployment -----------------------------------------------------------------------
@@ -468,7 +386,7 @@ def test_host_without_network_facts(sparks: tuple[Facts, Facts], facts: Facts | 
         "(or gather_facts: true) on every host in the list")
 
 
-def test_three_hosts(sparks: tuple[Facts, Facts], load_facts: Loader) -> None:
+def test_three_hosts(sparks: tuple[Facts, Facts]) -> None:
     spark3 = load_facts("spark2")
     set_ipv4(spark3, "enP7s7", "10.1.232.9/24")
     set_default(spark3, "enP7s7")
@@ -483,7 +401,7 @@ def test_three_hosts(sparks: tuple[Facts, Facts], load_facts: Loader) -> None:
     assert reachable_subnet(hv, ["spark1", "spark2"])["cidr"] == "192.168.200.0/24"
 
 
-def test_container_style_facts(load_facts: Loader) -> None:
+def test_container_style_facts() -> None:
     """Docker containers: eth0/eth1 with driver veth must count."""
     head, worker1, worker2 = (load_facts("container_head"), load_facts("container_worker"),
                               load_facts("container_worker"))
@@ -503,207 +421,3 @@ def test_container_style_facts(load_facts: Loader) -> None:
 
 def test_filter_module_exposes_the_filter() -> None:
     assert FilterModule().filters() == {"reachable_subnet": reachable_subnet}
-
-
-# --- through Ansible ----------------------------------------------------------------------
-
-def test_through_templar(sparks: tuple[Facts, Facts]) -> None:
-    variables = {"hostvars": hostvars({"spark1": sparks[0], "spark2": sparks[1]}),
-                 "groups": {"sparks": ["spark1", "spark2"]}}
-    templar = Templar(loader=DataLoader(), variables=variables)
-    result = templar.template(trust_as_template(
-        "{{ hostvars | dgx_spark.vllm.reachable_subnet(groups['sparks']) }}"))
-    assert result["cidr"] == "192.168.200.0/24"
-    assert addresses(result) == DEPLOYED
-    variables["hostvars"]["spark1"]["ansible_host_ib"] = "10.1.230.180"
-    templar = Templar(loader=DataLoader(), variables=variables)
-    with pytest.raises(AnsibleFilterError, match="ansible_host_ib=10.1.230.180"):
-        templar.template(trust_as_template(
-            "{{ hostvars | dgx_spark.vllm.reachable_subnet(groups['sparks']) }}"))
-
-
-PLAY = """\
-- hosts: localhost
-  gather_facts: false
-  tasks:
-    - ansible.builtin.copy:
-        dest: "{{ out }}"
-        content: "{{ hostvars | dgx_spark.vllm.reachable_subnet(groups['sparks']) | to_json }}"
-"""
-
-
-def run_playbook(tmp_path: pathlib.Path, facts: dict[str, Facts], ib: str) -> tuple[int, str]:
-    """Run ansible-playbook with facts in a jsonfile fact cache, so hostvars is Ansible's
-    real lazy HostVars and ansible_facts come from the cache as after setup."""
-    cache = tmp_path / "facts"
-    cache.mkdir()
-    writer = cache_loader.get("ansible.builtin.jsonfile", _uri=str(cache))
-    for host, host_facts in facts.items():
-        # stored as setup returns them: with the ansible_ prefix
-        writer.set(host, {k if k.startswith("_") else f"ansible_{k}": v
-                          for k, v in host_facts.items()})
-    (tmp_path / "ansible.cfg").write_text(
-        f"[defaults]\ncollections_path = {REPO_ROOT / '.collections'}\n"
-        f"fact_caching = ansible.builtin.jsonfile\nfact_caching_connection = {cache}\n"
-        "inventory = hosts.yml\n")
-    (tmp_path / "hosts.yml").write_text(json.dumps({"all": {
-        "hosts": {"localhost": {"ansible_connection": "local",
-                                "ansible_python_interpreter": sys.executable}},
-        "children": {"sparks": {"hosts": {
-            "spark1": {"ansible_host": "spark1.lab", "ib_last_octet": 12,
-                       "ansible_host_ib": ib},
-            "spark2": {"ansible_host": "spark2.lab"}}}}}}))
-    (tmp_path / "play.yml").write_text(PLAY)
-    env = {**os.environ, "ANSIBLE_CONFIG": str(tmp_path / "ansible.cfg"),
-           "ANSIBLE_NOCOLOR": "1"}
-    proc = subprocess.run(
-        [str(pathlib.Path(sys.executable).parent / "ansible-playbook"), "play.yml",
-         "-e", f"out={tmp_path / 'out.json'}"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False)
-    return proc.returncode, proc.stdout + proc.stderr
-
-
-def test_through_ansible_playbook_with_real_hostvars(sparks: tuple[Facts, Facts],
-                                                     tmp_path: pathlib.Path) -> None:
-    # a templated ansible_host_ib, resolved lazily through HostVars
-    rc, output = run_playbook(tmp_path, {"spark1": sparks[0], "spark2": sparks[1]},
-                              "192.168.200.{{ ib_last_octet }}")
-    assert rc == 0, output
-    result = json.loads((tmp_path / "out.json").read_text())
-    assert result["cidr"] == "192.168.200.0/24"
-    assert addresses(result) == DEPLOYED
-
-
-def test_through_ansible_playbook_error(sparks: tuple[Facts, Facts],
-                                        tmp_path: pathlib.Path) -> None:
-    rc, output = run_playbook(tmp_path, {"spark1": sparks[0], "spark2": sparks[1]},
-                              "10.1.230.180")
-    assert rc != 0
-    flat = re.sub(r"\s+", " ", output)
-    assert "host 'spark1' sets ansible_host_ib=10.1.230.180" in flat
-    assert "192.168.200.0/24 (spark1: 192.168.200.12 on enp1s0f0np0" in flat
-
-
-# --- property: random clusters ------------------------------------------------------------
-
-BASES = [ipaddress.ip_network(n) for n in
-         ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16")]
-USABLE_NAMES = ["eth0", "eth1", "enp1s0f0np0", "enP2p1s0f0np0", "enp1s0f1np1", "enP7s7",
-                "bond0", "fab-0", "enp1s0f0np0.100"]
-NOISE_NAMES = ["docker0", "br-0a1b2c3d4e5f", "veth1234abc", "virbr0", "cni0", "flannel.1",
-               "cali12ab34cd", "vxlan.calico", "tunl0", "lxcbr0", "lxdbr0", "podman0", "lanbr"]
-
-
-@st.composite
-def networks(draw: st.DrawFn) -> ipaddress.IPv4Network:
-    """Few, overlapping networks, so clusters often share some and sometimes collide."""
-    base = draw(st.sampled_from(BASES))
-    prefix = max(base.prefixlen, draw(st.sampled_from([16, 20, 24, 24, 24, 27, 30])))
-    index = draw(st.integers(min_value=0, max_value=min(2 ** (prefix - base.prefixlen) - 1, 3)))
-    size = 2 ** (32 - prefix)
-    return ipaddress.ip_network(f"{base.network_address + index * size}/{prefix}")
-
-
-@st.composite
-def address_in(draw: st.DrawFn, net: ipaddress.IPv4Network) -> str:
-    offset = draw(st.integers(min_value=1, max_value=min(net.num_addresses - 2, 250)))
-    return f"{net.network_address + offset}/{net.prefixlen}"
-
-
-@st.composite
-def host_facts(draw: st.DrawFn, shared: list[ipaddress.IPv4Network]) -> Facts:
-    """Mostly a fabric port on a shared network, plus random ports and noise interfaces."""
-    facts: Facts = {"interfaces": ["lo"],
-                    "lo": {"device": "lo", "active": True, "type": "loopback",
-                           "ipv4": v4("127.0.0.1/8"), "mtu": 65536}}
-    names = draw(st.lists(st.sampled_from(USABLE_NAMES), unique=True, min_size=1, max_size=4))
-    noise = draw(st.lists(st.sampled_from(NOISE_NAMES), unique=True, max_size=3))
-    on_fabric = draw(st.integers(min_value=0, max_value=9)) > 0
-    for index, device in enumerate(names + noise):
-        fabric = index == 0 and on_fabric
-        net = shared[0] if fabric else draw(st.one_of(st.sampled_from(shared), networks()))
-        add_iface(facts, device, draw(address_in(net)),
-                  module=draw(st.sampled_from(["mlx5_core", "r8127", "veth", None])),
-                  active=fabric or draw(st.sampled_from(
-                      [True, False] if device in noise else [True, True, True, False])),
-                  type_="bridge" if device in ("docker0", "lanbr") else "ether")
-        for _ in range(draw(st.integers(min_value=0, max_value=2))):
-            add_secondary(facts, device, draw(address_in(draw(st.sampled_from(shared)))))
-    with_v4 = [d for d in facts["interfaces"] if "ipv4" in iface(facts, d)]
-    default = draw(st.sampled_from(with_v4))
-    facts["default_ipv4"] = {**iface(facts, default)["ipv4"], "interface": default}
-    return facts
-
-
-@st.composite
-def clusters(draw: st.DrawFn) -> tuple[dict[str, Any], list[str]]:
-    shared = draw(st.lists(networks(), min_size=1, max_size=3))
-    names = [f"node{i}" for i in range(draw(st.integers(min_value=2, max_value=5)))]
-    hv: dict[str, Any] = {}
-    for name in names:
-        facts = draw(host_facts(shared))
-        hv[name] = {"ansible_facts": facts}
-        held = [e["address"] for d in facts["interfaces"][1:] for e in entries(facts, d)]
-        if draw(st.integers(min_value=0, max_value=3)) == 0:
-            hv[name]["ansible_host_ib"] = draw(st.one_of(
-                st.sampled_from(held), st.sampled_from(held), st.sampled_from(held),
-                st.sampled_from(["", "10.1", "fe80::1", "999.1.1.1", "x"])))
-    return hv, names
-
-
-def entries(facts: Facts, device: str) -> list[dict[str, str]]:
-    data = iface(facts, device)
-    return ([data["ipv4"]] if "ipv4" in data else []) + data.get("ipv4_secondaries", [])
-
-
-def usable(facts: Facts, device: str) -> bool:
-    """Independent oracle of the exclusion rule."""
-    data = iface(facts, device)
-    return (data.get("active") is True and data.get("type") not in ("bridge", "loopback")
-            and device != "lo" and not device.startswith(VIRTUAL))
-
-
-def reachable_networks(hv: dict[str, Any], names: list[str]) -> set[str]:
-    """Independent oracle: networks in which every host has a usable address."""
-    held = {h: [ipaddress.ip_interface(f"{e['address']}/{e['prefix']}")
-                for d in hv[h]["ansible_facts"]["interfaces"]
-                if usable(hv[h]["ansible_facts"], d) for e in entries(hv[h]["ansible_facts"], d)]
-            for h in names}
-    candidates = {i.network for addrs in held.values() for i in addrs}
-    return {str(n) for n in candidates
-            if all(any(i.ip in n for i in held[h]) for h in names)}
-
-
-def usable_holds(facts: Facts, device: str, address: str) -> bool:
-    return usable(facts, device) and any(e["address"] == address
-                                         for e in entries(facts, device))
-
-
-@settings(max_examples=200, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(clusters())
-def test_random_clusters(cluster: tuple[dict[str, Any], list[str]]) -> None:
-    hv, names = cluster
-    expected = reachable_networks(hv, names)
-    try:
-        result = reachable_subnet(hv, names)
-    except AnsibleFilterError as error:
-        if "share no network" in str(error.message):
-            assert not expected
-        return
-    chosen = ipaddress.ip_network(result["cidr"])
-    assert set(result["hosts"]) == set(names)
-    assert sorted([result["cidr"], *result["alternatives"]]) == sorted(expected)
-    returned = []
-    for name, place in result["hosts"].items():
-        address = ipaddress.ip_address(place["address"])
-        assert address in chosen
-        assert usable_holds(hv[name]["ansible_facts"], place["interface"], place["address"])
-        if hv[name].get("ansible_host_ib"):
-            assert place["address"] == hv[name]["ansible_host_ib"].strip()
-        returned.append(address)
-    assert len(set(returned)) == len(returned)
-    # the answer does not depend on the order interfaces are listed in
-    for host in hv.values():
-        host["ansible_facts"]["interfaces"].reverse()
-    assert reachable_subnet(hv, names) == result
