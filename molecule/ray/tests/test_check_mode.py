@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import re
 
+import yaml
 from cluster_state import node_states
+from nodes import REPO
 from playbook_run import overlay_inventory, run_playbook
 
 NODES = ["spark1", "spark2"]
@@ -34,3 +36,46 @@ def test_check_mode_shows_a_pending_change_without_making_it(tmp_path):
     changed = recap(output)
     assert changed["spark1"] == 0 and changed["spark2"] >= 1, changed
     assert node_states(NODES) == before
+
+
+def group_vars_overlay(directory, sparks_vars: str) -> str:
+    """An extra inventory that sets cluster settings in group_vars/sparks, as a user would."""
+    (directory / "group_vars").mkdir(parents=True)
+    (directory / "hosts.yml").write_text("sparks:\n  hosts:\n    spark1:\n    spark2:\n")
+    (directory / "group_vars" / "sparks.yml").write_text(sparks_vars)
+    return str(directory)
+
+
+def preflight_task_names() -> dict[str, list[str]]:
+    """Each role's preflight task names, read from its tasks/preflight.yml."""
+    names = {}
+    for path in sorted((REPO / "roles").glob("*/tasks/preflight.yml")):
+        names[path.parts[-3]] = [task["name"] for task in yaml.safe_load(path.read_text())]
+    names["dgx_spark"] = [task["name"] for task in
+                          yaml.safe_load((REPO / "roles/dgx_spark/tasks/inventory.yml").read_text())]
+    return names
+
+
+def test_a_changed_ray_port_reaches_every_unit_and_check_and_preflight_runs_once(tmp_path):
+    """One home per setting: dgx_spark_ray_port set in group_vars reaches the head's unit, the
+    workers' unit, the serving environment (RAY_ADDRESS) and the fabric check; and a whole
+    site run shows each role's preflight tasks exactly once."""
+    extra = group_vars_overlay(tmp_path / "inventory", "dgx_spark_ray_port: 6380\n")
+
+    before = node_states(NODES)
+    result = run_playbook("site.yml", "--check", "--diff", inventories=(extra,))
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-4000:]
+    assert node_states(NODES) == before
+
+    assert re.search(r"^\+\s+--port=6380 \\$", output, re.M), "head unit"
+    assert re.search(r"^\+\s+--address=198\.51\.100\.11:6380 \\$", output, re.M), "worker unit"
+    assert "+RAY_ADDRESS=198.51.100.11:6380" in output, "serving environment"
+    # The fabric check connected to each peer on the configured port (a real connection).
+    assert re.search(r"ok: \[spark1\] => \(item=spark2 198\.51\.100\.12:6380\)", output), "fabric check"
+    assert re.search(r"ok: \[spark2\] => \(item=spark1 198\.51\.100\.11:6380\)", output), "fabric check"
+
+    for role, names in preflight_task_names().items():
+        for name in names:
+            shown = output.count(f"TASK [dgx_spark.vllm.{role} : {name}]")
+            assert shown == 1, f"{role}: preflight task {name!r} shown {shown} times"
