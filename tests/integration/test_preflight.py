@@ -24,6 +24,8 @@ from support.ansible_run import (
 from support.facts import load_facts
 
 HOSTS = ("spark1", "spark2")
+# What the user's vault.yml holds (inventories/sparks/group_vars/sparks/main.yml reads it).
+VAULT = {"vault_vllm_serve_api_key": "test-key-not-a-secret"}
 
 
 def local_host_vars(host_vars: dict[str, dict[str, Any]] | None) -> dict[str, dict[str, Any]]:
@@ -43,7 +45,7 @@ def run_preflight(tmp_path: Path, host_vars: dict[str, dict[str, Any]] | None = 
     overlay = write_overlay_inventory(tmp_path / "overlay", local_host_vars(host_vars), hosts)
     proc = run_ansible_playbook(REPO / "playbooks/preflight.yml",
                                 [REPO / "inventories/sparks", overlay],
-                                extra_vars={"dgx_spark_gather_facts": False, **(extra or {})},
+                                extra_vars={"dgx_spark_gather_facts": False, **VAULT, **(extra or {})},
                                 config=config, cwd=tmp_path, timeout=300)
     return proc.returncode, flat_output(proc)
 
@@ -52,6 +54,12 @@ def test_example_inventory_passes(tmp_path: Path) -> None:
     rc, output = run_preflight(tmp_path)
     assert rc == 0, output
     assert "changed=0" in output and "failed=0" in output
+
+
+def test_serving_without_an_api_key_is_an_explicit_choice(tmp_path: Path) -> None:
+    rc, output = run_preflight(tmp_path, extra={"vault_vllm_serve_api_key": "",
+                                                "vllm_serve_allow_no_api_key": True})
+    assert rc == 0, output
 
 
 @pytest.mark.parametrize("case, host_vars, extra, hosts, expected", [
@@ -87,6 +95,14 @@ def test_example_inventory_passes(tmp_path: Path) -> None:
      ["docker_image_source=archive needs docker_image_archive"]),
     ("image name missing", None, {"dgx_spark_image": ""}, None,
      ["dgx_spark_image is not an image name"]),
+    ("no API key", None, {"vault_vllm_serve_api_key": ""}, None,
+     ["Host spark1: vllm_serve_api_key is empty", "ansible-vault create", "vllm_serve_allow_no_api_key: true"]),
+    ("Ray's token on two lines", None, {"dgx_spark_ray_auth_token": "abc def"}, None,
+     ["dgx_spark_ray_auth_token printable ASCII without spaces", "openssl rand -hex 32"]),
+    ("the API on one of Ray's ports", None, {"dgx_spark_api_port": 10050}, None,
+     ["\"dgx_spark_api_port\": 10050", "ports Ray also takes", "10002-10199", "group_vars/sparks"]),
+    ("SSH on one of the internal ports", {"spark2": {"ansible_port": 6381}}, None, None,
+     ["Host spark2: the internal ports 6381-6381 would include SSH (6381)", "must stay open on the LAN"]),
 ])
 def test_bad_input_is_refused_naming_host_variable_and_fix(
         tmp_path: Path, case: str, host_vars: dict[str, dict[str, Any]] | None,

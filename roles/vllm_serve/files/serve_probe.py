@@ -10,6 +10,7 @@ meaningful line of the unit's journal, for progress.
 """
 import json
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -24,8 +25,8 @@ def api_key(path: str) -> str:
     try:
         with open(path, encoding="utf-8") as secrets:
             for line in secrets:
-                if line.startswith("VLLM_API_KEY="):
-                    return line.split("=", 1)[1].rstrip("\n")
+                if line.startswith("VLLM_API_KEY="):  # shell-quoted: the container's sh sources it
+                    return shlex.split(line.split("=", 1)[1])[0]
     except OSError:
         pass
     return ""
