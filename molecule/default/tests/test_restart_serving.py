@@ -8,9 +8,14 @@ from __future__ import annotations
 import re
 import time
 
+from ansible_run import write_overlay_inventory
 from nodes import API_KEY, node_host
 from playbook_run import overlay_inventory, run_playbook
+from test_endpoint import call
 from test_endpoint import test_completion_returns_tokens_from_both_nodes as completion_works
+
+# A served name systemd would split and expand if it reached the unit unquoted.
+ODD_NAME = "tiny; touch /tmp/x 100% $HOME"
 
 NODES = ["spark1", "spark2"]
 SERVING_CONTAINER = "docker inspect --format '{{.Id}} {{.State.StartedAt}}' vllm-serve"
@@ -23,12 +28,13 @@ def processes_of_container(host, container_id: str) -> list[str]:
     return host.run("grep -l %s /proc/[0-9]*/cgroup", container_id).stdout.split()
 
 
-def test_serve_playbook_restarts_only_serving(record_property):
+def test_serve_playbook_restarts_only_serving_and_serves_an_odd_name_exactly(record_property, tmp_path):
     hosts = {name: node_host(name) for name in NODES}
     before = {n: (h.check_output(SERVING_CONTAINER), h.check_output(OTHER_SERVICES)) for n, h in hosts.items()}
+    odd = write_overlay_inventory(tmp_path / "odd-name", {n: {"vllm_serve_served_model_name": ODD_NAME} for n in NODES})
 
     started = time.monotonic()
-    result = run_playbook("playbooks/serve.yml")
+    result = run_playbook("playbooks/serve.yml", inventories=(str(odd),))
     seconds = time.monotonic() - started
     record_property("restart_serving_seconds", round(seconds))
     print(f"restart serving (playbooks/serve.yml): {seconds:.0f} s")
@@ -41,7 +47,11 @@ def test_serve_playbook_restarts_only_serving(record_property):
         assert container.split()[0] != before[name][0].split()[0], f"{name}: serving was not restarted"
         assert services == before[name][1], f"{name}: another service was touched"
         assert processes_of_container(host, before[name][0].split()[0]) == [], f"{name}: orphans left"
-    completion_works()
+        assert not host.file("/tmp/x").exists
+    status, models = call("/v1/models")
+    assert status == 200 and [m["id"] for m in models["data"]] == [ODD_NAME]
+    status, body = call("/v1/completions", body={"model": ODD_NAME, "prompt": "Hi", "max_tokens": 4})
+    assert status == 200, body
 
 
 def test_worker_with_a_wrong_vllm_host_ip_fails_readiness_with_the_journal(tmp_path):

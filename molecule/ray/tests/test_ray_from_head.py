@@ -6,6 +6,7 @@ import re
 
 import time
 
+import outsider
 from nodes import FABRIC, FILES, HEAD_MANAGEMENT, REPO, node_host, run_on_head
 
 testinfra_hosts = ["ansible://spark1"]
@@ -49,9 +50,9 @@ def test_nothing_binds_the_head_management_address(host):
     """No service is bound to the management address itself.
 
     Ray 2.60 binds its GCS and some gRPC servers to 0.0.0.0 (it has no bind
-    option), so those answer on every address of the head: on a real Spark a
-    host firewall must close them on the LAN. What this collection controls
-    binds the fabric address or loopback.
+    option), so the collection's firewall closes them on the LAN
+    (test_lan_exposure.py). What this collection controls binds the fabric
+    address or loopback.
     """
     listeners = host.check_output("ss -Hltn | awk '{print $4}'").split()
     assert not [l for l in listeners if l.startswith(HEAD_MANAGEMENT + ":")], listeners
@@ -76,3 +77,38 @@ def test_restarted_ray_layer_rejoins_over_the_fabric(host):
     print(f"Ray head and worker units restarted: all nodes joined after {seconds:.0f} s")
     assert state.get("addresses") == sorted(FABRIC.values()), state
     assert state.get("gpus") == 2, state
+
+
+GCS_WRITE = r"""
+import sys
+from ray._raylet import GcsClient
+try:
+    client = GcsClient(address=sys.argv[1])
+    print("WROTE" if client.internal_kv_put(b"outsider", b"was here", True, None) else "REFUSED")
+except Exception as error:
+    print("REFUSED", type(error).__name__, str(error)[:300])
+"""
+
+
+def test_a_stranger_cannot_write_into_ray_from_the_lan_or_the_fabric():
+    """Ray's GCS key-value store holds pickled code: from the LAN the firewall drops the stranger,
+    from the fabric (which the firewall admits) Ray's token refuses it."""
+    outsider.start()
+    try:
+        for address in (f"{HEAD_MANAGEMENT}:6379", f"{FABRIC['spark1']}:6379"):
+            result = outsider.python(GCS_WRITE, address, timeout=120)
+            print(f"GcsClient({address}).internal_kv_put: {result.stdout.strip()[:300]}")
+            assert result.stdout.startswith("REFUSED"), (address, result.stdout, result.stderr[-2000:])
+        assert "Authentication" in outsider.python(GCS_WRITE, f"{FABRIC['spark1']}:6379", timeout=120).stdout
+    finally:
+        outsider.stop()
+
+
+def test_ray_listens_on_its_pinned_ports_only(host):
+    """Every port Ray opens is one the firewall knows (no random ports)."""
+    known = {6379, 6380, 6381, 6382, 6383, 6384, 6385, 10001, 44217, 44227}
+    ports = {int(line.rsplit(":", 1)[1]) for line in host.check_output(
+        "ss -Hltn | awk '{print $4}'").split() if not line.startswith(("127.", "[::1]"))}
+    unknown = {p for p in ports - known if not 10002 <= p <= 10199}
+    print(f"listening ports of the head: {sorted(ports)}")
+    assert not unknown, f"ports outside the pinned set: {sorted(unknown)}"

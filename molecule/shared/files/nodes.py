@@ -37,7 +37,7 @@ def run_on_head(host, script: str, *args: str):
 
 API = "http://198.18.0.11:8000"
 MODEL = "tiny-llama"
-API_KEY = "dgx-spark-test-key-5f1c9a"  # molecule/default/inventory/group_vars/sparks/scenario.yml
+API_KEY = "dgx-spark-test-key-5f1c9a"  # molecule/shared/inventory/group_vars/sparks/cluster.yml
 
 
 def node_host(name: str):
