@@ -18,7 +18,7 @@ def test_dashboard_is_off(host):
 
 
 def test_head_lists_every_node_by_fabric_address_with_gpus(host):
-    script = (REPO / "roles/ray_head/files/ray_cluster_state.py").read_text()
+    script = (REPO / "roles/ray_node/files/ray_cluster_state.py").read_text()
     state = json.loads(run_on_head(host, script).stdout.strip().splitlines()[-1])
     assert state["addresses"] == sorted(FABRIC.values())
     assert state["gpus"] == 2
@@ -61,7 +61,7 @@ def test_nothing_binds_the_head_management_address(host):
 
 def test_restarted_ray_layer_rejoins_over_the_fabric(host):
     """Time from (re)starting the head and worker units to Ray listing both nodes."""
-    script = (REPO / "roles/ray_head/files/ray_cluster_state.py").read_text()
+    script = (REPO / "roles/ray_node/files/ray_cluster_state.py").read_text()
     started = time.monotonic()
     host.check_output("systemctl restart ray-head")
     node_host("spark2").check_output("systemctl restart ray-worker")
