@@ -39,17 +39,15 @@ pump(client, upstream, True); back.join()
 """
 
 
-def copy_pipe(host) -> None:
-    source = (outsider.REPO / "roles/fabric_transfer/files/fabric_pipe.py").read_text()
-    host.run("cat > %s <<'PYEOF'\n%s\nPYEOF", PIPE, source)
-
-
 def test_a_receiver_refuses_every_address_but_the_sending_node():
-    worker = node_host("spark2")
-    copy_pipe(worker)
-    worker.run(f"(timeout 60 python3 {PIPE} recv {FABRIC['spark2']} 29599 40 --peer {FABRIC['spark1']} "
-               "> /tmp/received 2> /tmp/recv.log; echo $? > /tmp/recv.rc) >/dev/null 2>&1 &")
-    time.sleep(2)
+    worker, container = node_host("spark2"), f"{outsider.PREFIX}-spark2"
+    source = (outsider.REPO / "roles/fabric_transfer/files/fabric_pipe.py").read_text()
+    assert outsider.docker("exec", "-i", container, "sh", "-c", f"cat > {PIPE}", stdin=source).returncode == 0
+    started = outsider.docker("exec", "--detach", container, "sh", "-c",
+                              f"timeout 60 python3 {PIPE} recv {FABRIC['spark2']} 29599 40 --peer {FABRIC['spark1']}"
+                              " > /tmp/received 2> /tmp/recv.log")
+    assert started.returncode == 0, started.stderr
+    worker.run_expect([0], "for i in $(seq 50); do ss -Hltn | grep -q ':29599 ' && exit 0; sleep 0.2; done; exit 1")
     outsider.start()
     try:
         attempt = outsider.python(
@@ -63,7 +61,7 @@ def test_a_receiver_refuses_every_address_but_the_sending_node():
         assert worker.check_output("stat -c %s /tmp/received") == "0"  # nothing reached the command
     finally:
         outsider.stop()
-        worker.run("pkill --full 'recv %s 29599' ; rm -f /tmp/received /tmp/recv.log /tmp/recv.rc", FABRIC["spark2"])
+        worker.run(f"pkill --full 'recv {FABRIC['spark2']} 29599' ; rm -f /tmp/received /tmp/recv.log")
 
 
 def test_a_stream_altered_on_the_way_fails_the_run_and_leaves_the_old_model_served():

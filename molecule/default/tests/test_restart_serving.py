@@ -10,7 +10,7 @@ import time
 
 from ansible_run import write_overlay_inventory
 from nodes import API_KEY, node_host
-from playbook_run import overlay_inventory, run_playbook
+from playbook_run import failure, overlay_inventory, run_playbook
 from test_endpoint import call
 from test_endpoint import test_completion_returns_tokens_from_both_nodes as completion_works
 
@@ -40,7 +40,7 @@ def test_serve_playbook_restarts_only_serving_and_serves_an_odd_name_exactly(rec
     print(f"restart serving (playbooks/serve.yml): {seconds:.0f} s")
 
     output = result.stdout + result.stderr
-    assert result.returncode == 0, output[-5000:]
+    assert result.returncode == 0, failure(output)
     assert API_KEY not in output
     for name, host in hosts.items():
         container, services = host.check_output(SERVING_CONTAINER), host.check_output(OTHER_SERVICES)

@@ -12,8 +12,6 @@ import subprocess
 
 from nodes import REPO
 
-__all__ = ["REPO", "start", "stop", "python", "open_ports"]
-
 SCENARIO = os.environ.get("MOLECULE_SCENARIO_NAME", "default")
 PREFIX = f"dgx-spark-vllm-test-{SCENARIO}"
 NAME = f"{PREFIX}-outsider"

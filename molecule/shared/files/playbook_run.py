@@ -26,3 +26,10 @@ def overlay_inventory(directory: Path, host: str, host_vars_yaml: str) -> str:
     """An extra inventory that sets variables of one host over the molecule inventory
     (a later -i source wins), as a user's host_vars would. Returns its path."""
     return str(write_overlay_inventory(directory, {host: host_vars_yaml}))
+
+
+def failure(output: str, tail: int = 3000) -> str:
+    """What a failed run says first (its fatal task's message), then the end of its output."""
+    start = output.find("fatal: ")
+    head = output[start:start + 3000] if start >= 0 else ""
+    return f"{head}\n...\n{output[-tail:]}"
