@@ -3,16 +3,11 @@ from __future__ import annotations
 
 import re
 
-import yaml
 from cluster_state import node_states
-from nodes import REPO
-from playbook_run import overlay_inventory, run_playbook
+from playbook_run import changed_per_node as recap
+from playbook_run import overlay_inventory, preflight_tasks_not_shown_once, run_playbook
 
 NODES = ["spark1", "spark2"]
-
-
-def recap(output: str) -> dict[str, int]:
-    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(spark\d)\s+:.*?changed=(\d+)", output, re.M)}
 
 
 def test_check_mode_on_a_converged_cluster_reports_nothing():
@@ -46,19 +41,9 @@ def group_vars_overlay(directory, sparks_vars: str) -> str:
     return str(directory)
 
 
-def preflight_task_names() -> dict[str, list[str]]:
-    """Each role's preflight task names, read from its tasks/preflight.yml."""
-    names = {}
-    for path in sorted((REPO / "roles").glob("*/tasks/preflight.yml")):
-        names[path.parts[-3]] = [task["name"] for task in yaml.safe_load(path.read_text())]
-    names["dgx_spark"] = [task["name"] for task in
-                          yaml.safe_load((REPO / "roles/dgx_spark/tasks/inventory.yml").read_text())]
-    return names
-
-
 def test_a_changed_ray_port_reaches_every_unit_and_check_and_preflight_runs_once(tmp_path):
     """One home per setting: dgx_spark_ray_port set in group_vars reaches the head's unit, the
-    workers' unit and the fabric check; and a run of every layer this scenario deploys shows each
+    workers' unit, the fabric check and the firewall; and a run of every layer this scenario deploys shows each
     role's preflight tasks exactly once."""
     extra = group_vars_overlay(tmp_path / "inventory", "dgx_spark_ray_port: 6380\n")
 
@@ -74,7 +59,6 @@ def test_a_changed_ray_port_reaches_every_unit_and_check_and_preflight_runs_once
     assert re.search(r"ok: \[spark1\] => \(item=spark2 198\.51\.100\.12:6380\)", output), "fabric check"
     assert re.search(r"ok: \[spark2\] => \(item=spark1 198\.51\.100\.11:6380\)", output), "fabric check"
 
-    for role, names in preflight_task_names().items():
-        for name in names:
-            shown = output.count(f"TASK [dgx_spark.vllm.{role} : {name}]")
-            assert shown == 1, f"{role}: preflight task {name!r} shown {shown} times"
+    # The firewall closes the moved Ray ports (the GCS and the six after it).
+    assert re.search(r"^\+\s+elements = \{ 6380, 6381, 6382, 6383, 6384, 6385, 6386, ", output, re.M), "firewall"
+    assert preflight_tasks_not_shown_once(output) == []

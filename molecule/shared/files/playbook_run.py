@@ -8,8 +8,11 @@ under tests/.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
+
+import yaml
 
 from ansible_run import REPO, run_ansible_playbook, write_overlay_inventory
 
@@ -33,3 +36,24 @@ def failure(output: str, tail: int = 3000) -> str:
     start = output.find("fatal: ")
     head = output[start:start + 3000] if start >= 0 else ""
     return f"{head}\n...\n{output[-tail:]}"
+
+
+def changed_per_node(output: str) -> dict[str, int]:
+    """changed= of each node in a run's recap."""
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(spark\d)\s+:.*?changed=(\d+)", output, re.M)}
+
+
+def preflight_task_names() -> dict[str, list[str]]:
+    """Each role's preflight task names (its tasks/preflight.yml; the cluster's checks for dgx_spark)."""
+    names = {path.parts[-3]: [task["name"] for task in yaml.safe_load(path.read_text())]
+             for path in sorted((REPO / "roles").glob("*/tasks/preflight.yml"))}
+    names["dgx_spark"] = [task["name"] for task in
+                          yaml.safe_load((REPO / "roles/dgx_spark/tasks/inventory.yml").read_text())]
+    return names
+
+
+def preflight_tasks_not_shown_once(output: str) -> list[str]:
+    """The preflight tasks a run's output does not show exactly once."""
+    return [f"{role}: {name!r} x{output.count(f'TASK [dgx_spark.vllm.{role} : {name}]')}"
+            for role, names in preflight_task_names().items() for name in names
+            if output.count(f"TASK [dgx_spark.vllm.{role} : {name}]") != 1]
