@@ -56,6 +56,13 @@ def test_example_inventory_passes(tmp_path: Path) -> None:
     assert "changed=0" in output and "failed=0" in output
 
 
+def test_without_the_collection_firewall_preflight_names_the_ports_to_close(tmp_path: Path) -> None:
+    rc, output = run_preflight(tmp_path, extra={"firewall_enabled": False})
+    assert rc == 0, output
+    assert "firewall_enabled is false: the collection does not filter. Close TCP ports 6379, 6380" in output
+    assert "10002-10199" in output and "to everything but the fabric 192.168.200.0/24" in output
+
+
 def test_serving_without_an_api_key_is_an_explicit_choice(tmp_path: Path) -> None:
     rc, output = run_preflight(tmp_path, extra={"vault_vllm_serve_api_key": "",
                                                 "vllm_serve_allow_no_api_key": True})

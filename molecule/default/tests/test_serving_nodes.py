@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from nodes import API_KEY, FABRIC, MODEL, env_file, interface_of, node, node_host
+from nodes import API_KEY, FABRIC, HF_TOKEN, MODEL, env_file, interface_of, node, node_host
 
 MODEL_LISTING = ("cd /var/lib/dgx-spark-vllm/models/%s && "
                  "find . -type f ! -name '.dgx-spark-vllm-*' -printf '%%P %%s\\n' | sort")
@@ -53,6 +53,15 @@ def test_api_key_appears_in_no_unit_process_list_journal_or_docker_inspect(host)
     else:
         # A headless worker serves no API: it holds no key.
         assert not host.file("/etc/dgx-spark-vllm/vllm-serve.secrets.env").exists
+
+
+def test_the_hugging_face_token_reaches_no_node_when_nothing_is_downloaded(host):
+    """Only a container that downloads gets the token; this scenario downloads nothing."""
+    assert HF_TOKEN not in host.check_output("cat /etc/systemd/system/*.service")
+    assert HF_TOKEN not in host.check_output("ps -eo args")
+    assert HF_TOKEN not in host.check_output("docker ps -q | xargs -r docker inspect")
+    assert HF_TOKEN not in host.check_output("journalctl --no-pager -o cat")
+    assert host.run("grep -rl %s /etc/dgx-spark-vllm", HF_TOKEN).stdout == ""
 
 
 def test_model_was_copied_to_every_node(host):

@@ -17,6 +17,7 @@ def test_stop_playbook_stops_serving_everywhere_and_leaves_nothing_behind():
     assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
     for name, host in hosts.items():
         assert not host.service("vllm-serve").is_running, name
+        assert not host.service("vllm-serve").is_enabled, f"{name}: a reboot would bring serving back"
         assert host.run("docker inspect vllm-serve").rc != 0, f"{name}: the container is still there"
         assert host.run("grep -l %s /proc/[0-9]*/cgroup", containers[name]).stdout.strip() == "", name
         assert host.service("docker").is_running, name

@@ -106,6 +106,15 @@ def test_a_stranger_cannot_write_into_ray_from_the_lan_or_the_fabric():
         outsider.stop()
 
 
+def test_a_ray_client_on_a_cluster_node_without_the_token_is_refused():
+    """The worker node itself, in a container without the token, cannot write into Ray either."""
+    worker = node_host("spark2")
+    result = worker.run(f"docker run --rm -i --network host --entrypoint python {outsider.serving_image()} - "
+                        f"{FABRIC['spark1']}:6379 <<'PYEOF'\n{GCS_WRITE}\nPYEOF")
+    print(f"a token-less client on spark2: {result.stdout.strip()[:200]}")
+    assert result.stdout.startswith("REFUSED") and "AuthenticationError" in result.stdout, result.stderr[-2000:]
+
+
 def test_ray_listens_on_its_pinned_ports_only(host):
     """Every port Ray opens is one the firewall knows (no random ports)."""
     known = {6379, 6380, 6381, 6382, 6383, 6384, 6385, 10001, 44217, 44227}

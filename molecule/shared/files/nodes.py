@@ -37,6 +37,7 @@ def run_on_head(host, script: str, *args: str):
 
 API = "http://198.18.0.11:8000"
 MODEL = "tiny-llama"
+HF_TOKEN = "hf_dgxsparktesttoken0c2b"  # molecule/shared/inventory/group_vars/sparks/cluster.yml
 API_KEY = "dgx-spark-test-key-5f1c9a"  # molecule/shared/inventory/group_vars/sparks/cluster.yml
 
 
