@@ -1,0 +1,62 @@
+"""The Ray unit as the template module renders it, for the systemd a node runs.
+
+Back-off between restarts (RestartSteps=, RestartMaxDelaySec=) exists from systemd 254 on: it is
+rendered where the gathered facts say the node has it, and left out where it does not (a unit
+with settings systemd does not know logs warnings and ignores them). The test nodes run
+systemd 252, so this is where the other branch is checked.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from support.ansible_run import REPO, run_ansible_playbook, write_ansible_cfg, write_fact_cache
+
+# An argument systemd would split and expand if it reached the unit unquoted.
+ODD_ARGUMENT = '--labels=a b "q" 100% $HOME'
+ROLE_FILES = ["roles/dgx_spark/defaults/main.yml", "roles/dgx_spark/vars/main.yml",
+              "roles/ray_node/defaults/main.yml", "roles/ray_node/vars/main.yml"]
+PLAY = """\
+- hosts: localhost
+  gather_facts: false
+  vars_files: {vars_files}
+  vars:
+    dgx_spark_image: example/vllm:latest
+    ib_network_fabric_address: 192.168.200.12
+    ib_network_fabric_env: {{}}
+    ray_node_unit_name: ray-head
+  tasks:
+    - ansible.builtin.template:
+        src: {template}
+        dest: "{{{{ out }}}}"
+        mode: "0644"
+"""
+
+
+def render(tmp_path: Path, systemd_version: int) -> str:
+    out = tmp_path / "ray-head.service"
+    cache = write_fact_cache(tmp_path / "facts", {"localhost": {"systemd": {"version": systemd_version}}})
+    playbook = tmp_path / "render.yml"
+    playbook.write_text(PLAY.format(vars_files=json.dumps([str(REPO / f) for f in ROLE_FILES]),
+                                    template=REPO / "roles/ray_node/templates/ray-node.service.j2"))
+    proc = run_ansible_playbook(playbook, ["localhost,"],
+                                extra_vars={"out": str(out), "ray_node_start_args": ["--head", ODD_ARGUMENT]},
+                                extra_args=["-c", "local"], config=write_ansible_cfg(tmp_path, cache),
+                                cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return out.read_text()
+
+
+@pytest.mark.parametrize("version, backoff", [(255, True), (254, True), (252, False)])
+def test_restart_backoff_renders_where_systemd_has_it(tmp_path: Path, version: int, backoff: bool) -> None:
+    unit = render(tmp_path, version)
+    assert ("RestartSteps=5" in unit) == backoff
+    assert ("RestartMaxDelaySec=120" in unit) == backoff
+    assert "Restart=always" in unit
+
+
+def test_an_argument_with_quotes_and_spaces_stays_one_argument(tmp_path: Path) -> None:
+    unit = render(tmp_path, 255)
+    assert '    "--labels=a b \\"q\\" 100%% $$HOME" \\\n' in unit
