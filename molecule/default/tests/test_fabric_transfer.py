@@ -11,7 +11,7 @@ import time
 import outsider
 from nodes import FABRIC, node_host
 from playbook_run import run_playbook
-from test_endpoint import test_completion_returns_tokens_from_both_nodes as completion_works
+from test_endpoint import test_completion_returns_tokens as completion_works
 
 PIPE = "/tmp/fabric_pipe.py"
 MODEL_DIR = "/var/lib/dgx-spark-vllm/models/tiny-llama"

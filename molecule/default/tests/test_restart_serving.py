@@ -11,8 +11,8 @@ import time
 from ansible_run import write_overlay_inventory
 from nodes import API_KEY, node_host
 from playbook_run import failure, overlay_inventory, run_playbook
-from test_endpoint import call
-from test_endpoint import test_completion_returns_tokens_from_both_nodes as completion_works
+from endpoint import call
+from test_endpoint import test_completion_returns_tokens as completion_works
 
 # A served name systemd would split and expand if it reached the unit unquoted.
 ODD_NAME = "tiny; touch /tmp/x 100% $HOME"

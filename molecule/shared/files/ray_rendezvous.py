@@ -2,9 +2,10 @@
 
 Run inside the head's Ray container: docker exec -i ray-head python - [MASTER] [SECONDS]
 
-A STRICT_SPREAD placement group of one {GPU: 1, CPU: 1} bundle per node puts one task
-on every node. Each task joins a gloo process group at MASTER (default: the
-MASTER_ADDR the units gave the task's node) and all-reduces rank + 1. Prints
+A STRICT_SPREAD placement group of one {CPU: 1} bundle per node puts one task
+on every node (CPU, not GPU: vLLM's workers hold the GPUs while it serves).
+Each task joins a gloo process group at MASTER (default: the MASTER_ADDR the
+units gave the task's node) and all-reduces rank + 1. Prints
 one JSON line with each rank's node, interface and sum; exits 1 with the error
 when the rendezvous fails (e.g. MASTER is the head's management address).
 """
@@ -22,7 +23,7 @@ PORT = 29511  # not vLLM's 29501
 
 # max_calls=1: the worker process exits after the task, so a failed rendezvous
 # cannot leave its TCPStore listening for the next run.
-@ray.remote(num_gpus=1, max_calls=1)
+@ray.remote(num_cpus=1, max_calls=1)
 def join_and_reduce(rank: int, world: int, master: str, seconds: int) -> dict:
     import os
 
@@ -45,7 +46,7 @@ def main() -> int:
     seconds = int(sys.argv[2]) if len(sys.argv) > 2 else 30
     ray.init(address="auto", log_to_driver=False)
     world = len([n for n in ray.nodes() if n["Alive"]])
-    group = placement_group([{"GPU": 1, "CPU": 1}] * world, strategy="STRICT_SPREAD")
+    group = placement_group([{"CPU": 1}] * world, strategy="STRICT_SPREAD")
     ray.get(group.ready(), timeout=60)
     # Rank 0 hosts the TCPStore at MASTER_ADDR, the head's address: give rank 0
     # to the bundle Ray placed on this (the head's) node, whatever its index.

@@ -1,0 +1,102 @@
+"""Serving through vLLM's Ray executor across both nodes: the deployment the example inventory describes.
+
+One vllm-serve.service on the head attached to the Ray cluster; vLLM's Ray
+executor places one tensor-parallel worker on each node's Ray (the seed's bug
+lived here: workers advertising the head's or a management address).
+"""
+from __future__ import annotations
+
+import json
+import re
+import time
+
+from endpoint import completes, seconds_to_first_completion
+from nodes import FABRIC, FILES, HEAD_MANAGEMENT, node_host, run_on_head
+from playbook_run import failure, run_playbook
+
+testinfra_hosts = ["ansible://spark1"]
+
+NODES = ["spark1", "spark2"]
+WORKER_PROCESS = "ray::RayWorker"  # RayWorkerProc (vLLM's Ray executor v2) or RayWorkerWrapper (v1)
+RAY_CONTAINER = {"spark1": "ray-head", "spark2": "ray-worker"}
+
+
+def ray_workers(host) -> list[dict]:
+    """vLLM's live Ray workers as Ray's GCS lists them (molecule/shared/files/ray_workers.py)."""
+    out = run_on_head(host, (FILES / "ray_workers.py").read_text())
+    assert out.rc == 0, out.stderr[-2000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def worker_sockets(name: str) -> tuple[list[str], list[tuple[str, str]]]:
+    """The TCP sockets of the node's vLLM Ray worker processes: listening addresses, (local, peer) pairs."""
+    node = node_host(name)
+    pids = node.check_output(f"pgrep -f '^{WORKER_PROCESS}' || true").split()
+    assert len(pids) == 1, f"{name}: {len(pids)} vLLM Ray worker processes: {pids}"
+    pattern = re.compile(rf"pid={pids[0]},")
+    listening = [line.split()[3] for line in node.check_output("ss -Hltnp").splitlines() if pattern.search(line)]
+    established = [(line.split()[3], line.split()[4]) for line in node.check_output("ss -Htnp state established")
+                   .replace("\t", " ").splitlines() if pattern.search(line)]
+    return listening, established
+
+
+def host_of(endpoint: str) -> str:
+    return endpoint.rsplit(":", 1)[0].strip("[]")
+
+
+def test_serving_is_one_unit_on_the_head():
+    assert node_host("spark1").service("vllm-serve").is_running
+    assert not node_host("spark2").file("/etc/systemd/system/vllm-serve.service").exists
+    assert not node_host("spark2").run("docker inspect vllm-serve").rc == 0
+
+
+def test_ray_places_one_tp_worker_on_each_node_at_its_fabric_address(host):
+    workers = ray_workers(host)
+    print(f"vLLM's Ray workers: {workers}")
+    assert [w["node"] for w in workers] == sorted(FABRIC.values())
+    assert all(w["address"] == w["node"] for w in workers), workers
+
+
+def test_each_worker_process_talks_from_its_own_fabric_address_only():
+    """On each node: one vLLM worker process; every TCP socket it holds (but loopback) is on the node's own
+    fabric address, and it is connected to the other node's worker over the fabric."""
+    for name in NODES:
+        other = FABRIC["spark2" if name == "spark1" else "spark1"]
+        listening, established = worker_sockets(name)
+        print(f"{name}: worker listens on {listening}; {len(established)} connections")
+        local = {host_of(l) for l, _ in established} - {"127.0.0.1", "::1"}
+        assert local == {FABRIC[name]}, (name, established)
+        bound = {host_of(l) for l in listening} - {"127.0.0.1", "::1", "*", "0.0.0.0"}
+        assert bound <= {FABRIC[name]}, (name, listening)
+        assert HEAD_MANAGEMENT not in {host_of(p) for _, p in established}
+        assert other in {host_of(p) for _, p in established}, f"{name}: no connection to the other worker"
+
+
+def test_unit_start_to_first_completion(record_property):
+    """The closing note's figure: `systemctl restart vllm-serve` on the head to the first completion."""
+    head = node_host("spark1")
+    started = time.monotonic()
+    head.check_output("systemctl restart vllm-serve")
+    seconds = seconds_to_first_completion(started, deadline=300)
+    record_property("ray_unit_start_to_first_completion_seconds", seconds)
+    print(f"Ray executor: systemctl restart vllm-serve to the first completion: {seconds} s")
+    assert seconds is not None
+
+
+def ray_containers() -> dict[str, str]:
+    return {n: node_host(n).check_output("docker inspect --format '{{.Id}} {{.State.StartedAt}}' %s",
+                                         RAY_CONTAINER[n]) for n in NODES}
+
+
+def test_restart_serving_leaves_ray_alone(host):
+    head = node_host("spark1")
+    ray_before = ray_containers()
+    serving_before = head.check_output("docker inspect --format '{{.Id}}' vllm-serve")
+    started = time.monotonic()
+    result = run_playbook("playbooks/serve.yml")
+    print(f"restart serving (playbooks/serve.yml) with the Ray executor: {time.monotonic() - started:.0f} s")
+    assert result.returncode == 0, failure(result.stdout + result.stderr)
+    assert head.check_output("docker inspect --format '{{.Id}}' vllm-serve") != serving_before
+    assert ray_containers() == ray_before, "a Ray container was restarted"
+    assert completes(timeout=60)
+    assert [w["node"] for w in ray_workers(host)] == sorted(FABRIC.values())

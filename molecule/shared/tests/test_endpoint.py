@@ -1,0 +1,29 @@
+"""The endpoint, from outside the cluster: the head's management address."""
+from __future__ import annotations
+
+from endpoint import COMPLETION, call
+from nodes import MODEL
+
+
+def test_health_answers_without_a_key():
+    assert call("/health", key=None)[0] == 200
+
+
+def test_models_lists_the_served_model():
+    status, body = call("/v1/models")
+    assert status == 200
+    assert [m["id"] for m in body["data"]] == [MODEL]
+
+
+def test_completion_returns_tokens():
+    status, body = call("/v1/completions", body=COMPLETION)
+    assert status == 200, body
+    assert body["usage"]["completion_tokens"] == 8
+    assert isinstance(body["choices"][0]["text"], str) and body["choices"][0]["text"]
+
+
+def test_requests_without_or_with_a_wrong_key_are_refused():
+    body = {"model": MODEL, "prompt": "x", "max_tokens": 1}
+    assert call("/v1/models", key=None)[0] == 401
+    assert call("/v1/completions", key=None, body=body)[0] == 401
+    assert call("/v1/completions", key="not-the-key", body=body)[0] == 401

@@ -1,0 +1,238 @@
+"""Tests of roles/vllm_serve/files/serving_guard.py: the decisions of the serving guard.
+
+systemd and the other node are replaced by small fakes (the unit's state, the head's epoch);
+the HTTP parts run for real over loopback: a fake vLLM API that answers, refuses or hangs, and
+the head guard's /epoch server.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import socket
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[3] / "roles/vllm_serve/files/serving_guard.py"
+KEY = "test-key"
+
+
+def load() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("serving_guard", SCRIPT)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+sg = load()
+
+
+class FakeGuard(sg.Guard):
+    """A Guard that records restarts instead of calling systemctl."""
+
+    def __init__(self, config: Any) -> None:
+        super().__init__(config)
+        self.reasons: list[str] = []
+
+    def restart(self, reason: str) -> None:
+        self.reasons.append(reason)
+
+    def save(self) -> None:
+        pass
+
+    def say(self, status: str) -> None:
+        pass
+
+
+@pytest.fixture
+def unit(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """The serving unit's state as systemd would report it (tests change it)."""
+    state: dict[str, Any] = {"active": "active", "invocation": "a" * 32, "age": 1000.0}
+    monkeypatch.setattr(sg, "unit_life", lambda _unit: (state["active"], state["invocation"], state["age"]))
+    return state
+
+
+@pytest.mark.parametrize("restarts, seconds", [(0, 0), (1, 15), (2, 30), (3, 60), (4, 120), (5, 240), (9, 240)])
+def test_backoff_doubles_from_the_first_automatic_restart_up_to_the_cap(restarts: int, seconds: float) -> None:
+    assert sg.backoff_seconds(restarts, 15, 240) == seconds
+
+
+# ---- the worker's guard: following the head's epoch -------------------------
+
+def worker(failures: int = 3) -> FakeGuard:
+    return FakeGuard(sg.Config(unit="vllm-serve", role="worker", interval=1, failures=failures,
+                               epoch_url="http://head/epoch"))
+
+
+def run_worker(guard: FakeGuard, state: dict[str, Any], epochs: list[str | None],
+               monkeypatch: pytest.MonkeyPatch) -> None:
+    for epoch in epochs:
+        monkeypatch.setattr(sg, "read_epoch", lambda _url, e=epoch: e)
+        sg.worker_step(guard, state)
+
+
+def test_a_worker_stays_while_its_head_keeps_its_epoch(unit: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    guard, state = worker(), {}
+    run_worker(guard, state, ["E1"] * 10, monkeypatch)
+    assert guard.reasons == []
+    assert guard.epoch == "E1"
+
+
+def test_a_worker_rejoins_once_when_its_head_restarted(unit: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    guard, state = worker(), {}
+    run_worker(guard, state, ["E1", "E1", "E2"], monkeypatch)
+    assert len(guard.reasons) == 1 and "restarted" in guard.reasons[0]
+    # systemd starts the worker's unit anew: a new life, which follows the new epoch
+    unit["invocation"] = "b" * 32
+    run_worker(guard, state, ["E2"] * 5, monkeypatch)
+    assert len(guard.reasons) == 1
+    assert guard.epoch == "E2"
+
+
+@pytest.mark.parametrize("missing, word", [("", "down"), (None, "unreachable")])
+def test_a_worker_restarts_after_its_head_is_gone_for_failures_checks(
+        unit: dict, monkeypatch: pytest.MonkeyPatch, missing: str | None, word: str) -> None:
+    guard, state = worker(failures=3), {}
+    run_worker(guard, state, ["E1", missing, missing], monkeypatch)
+    assert guard.reasons == []
+    run_worker(guard, state, [missing], monkeypatch)
+    assert len(guard.reasons) == 1 and word in guard.reasons[0]
+
+
+def test_a_worker_started_before_its_head_waits_without_restarting(unit: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    guard, state = worker(failures=3), {}
+    run_worker(guard, state, [None] * 10 + ["E1"] * 3, monkeypatch)
+    assert guard.reasons == []
+    assert guard.epoch == "E1"
+
+
+def test_a_stopped_worker_is_left_alone(unit: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    guard, state = worker(), {}
+    run_worker(guard, state, ["E1"], monkeypatch)
+    unit["active"] = "inactive"
+    run_worker(guard, state, ["E2", None, None, None, None], monkeypatch)
+    assert guard.reasons == []
+
+
+# ---- the head's guard: a real completion -------------------------------------
+
+class FakeApi(BaseHTTPRequestHandler):
+    """A vLLM API: mode 'ok' answers, 'error' returns 500, 'hang' never answers in time."""
+
+    mode = "ok"
+
+    def do_POST(self) -> None:  # noqa: N802
+        length = int(self.headers.get("Content-Length", 0))
+        body = json.loads(self.rfile.read(length))
+        if self.headers.get("Authorization") != f"Bearer {KEY}":
+            self.reply(401, {"error": "Unauthorized"})
+        elif FakeApi.mode == "hang":
+            time.sleep(3)
+            self.reply(200, {"choices": [{"text": "late"}]})
+        elif FakeApi.mode == "error":
+            self.reply(500, {"error": "EngineDeadError"})
+        else:
+            self.reply(200, {"choices": [{"text": " tokens"}], "model": body["model"]})
+
+    def reply(self, status: int, body: dict[str, Any]) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        try:
+            self.wfile.write(data)
+        except OSError:
+            pass
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        pass
+
+
+@pytest.fixture
+def api() -> Iterator[str]:
+    FakeApi.mode = "ok"
+    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeApi)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def head(api_url: str, failures: int = 3, grace: float = 600) -> FakeGuard:
+    return FakeGuard(sg.Config(unit="vllm-serve", role="head", interval=1, failures=failures, api_url=api_url,
+                               model="m", timeout=1, grace=grace))
+
+
+@pytest.mark.parametrize("mode", ["error", "hang"])
+def test_the_head_restarts_after_failures_completions_fail_or_hang(unit: dict, api: str, mode: str) -> None:
+    guard, state = head(api, failures=3), {}
+    sg.head_step(guard, KEY, state)
+    assert guard.epoch == unit["invocation"]
+    FakeApi.mode = mode
+    for _ in range(2):
+        sg.head_step(guard, KEY, state)
+    assert guard.reasons == []
+    sg.head_step(guard, KEY, state)
+    assert len(guard.reasons) == 1 and "completions in a row failed" in guard.reasons[0]
+
+
+def test_a_wrong_key_counts_as_a_failure(unit: dict, api: str) -> None:
+    guard, state = head(api, failures=1), {}
+    sg.head_step(guard, "not-the-key", state)
+    assert len(guard.reasons) == 1 and "401" in guard.reasons[0]
+
+
+def test_a_head_still_loading_is_given_its_grace(unit: dict, api: str) -> None:
+    unit["age"] = 10.0
+    FakeApi.mode = "error"
+    guard, state = head(api, failures=1, grace=60), {}
+    for _ in range(5):
+        sg.head_step(guard, KEY, state)
+    assert guard.reasons == []
+    unit["age"] = 61.0
+    sg.head_step(guard, KEY, state)
+    assert len(guard.reasons) == 1
+
+
+def test_one_success_resets_the_count(unit: dict, api: str) -> None:
+    guard, state = head(api, failures=2), {}
+    sg.head_step(guard, KEY, state)
+    for mode in ["error", "ok", "error", "ok", "error"]:
+        FakeApi.mode = mode
+        sg.head_step(guard, KEY, state)
+    assert guard.reasons == []
+
+
+# ---- the epoch server --------------------------------------------------------
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_the_head_publishes_its_running_engines_invocation_as_epoch(unit: dict) -> None:
+    port = free_port()
+    sg.serve_epoch(sg.Config(unit="vllm-serve", role="head", interval=1, failures=1, epoch_bind="127.0.0.1",
+                             port=port))
+    url = f"http://127.0.0.1:{port}/epoch"
+    for _ in range(50):
+        try:
+            urllib.request.urlopen(url, timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.1)
+    assert sg.read_epoch(url) == unit["invocation"]
+    unit["active"] = "failed"
+    assert sg.read_epoch(url) == ""
+    assert sg.read_epoch(f"http://127.0.0.1:{free_port()}/epoch") is None
