@@ -54,25 +54,65 @@ def test_serve_playbook_restarts_only_serving_and_serves_an_odd_name_exactly(rec
     assert status == 200, body
 
 
-def test_worker_with_a_wrong_vllm_host_ip_fails_readiness_with_the_journal(tmp_path):
-    # The role's own variable, as a user would set it: an address spark2 lacks.
-    bad = overlay_inventory(tmp_path / "bad-inventory", "spark2",
-                            "vllm_serve_env:\n  VLLM_CPU_KVCACHE_SPACE: '1'\n  VLLM_CPU_OMP_THREADS_BIND: '1'\n"
-                            "  VLLM_HOST_IP: 198.51.100.99\n")
+BAD_WORKER_ENV = ("vllm_serve_env:\n  VLLM_CPU_KVCACHE_SPACE: '1'\n  VLLM_CPU_OMP_THREADS_BIND: '1'\n"
+                  "  VLLM_HOST_IP: 198.51.100.99\n")
+
+
+def test_a_wrong_worker_vllm_host_ip_is_rolled_back_to_the_configuration_that_served(tmp_path):
+    """The role's own variable, as a user would set it: an address spark2 lacks. The readiness wait
+    fails with the journals, the previous configuration is put back and serves again, no run needed."""
+    bad = overlay_inventory(tmp_path / "bad-inventory", "spark2", BAD_WORKER_ENV)
+    served_before = {n: node_host(n).check_output("cat /etc/dgx-spark-vllm/vllm-serve.env") for n in NODES}
 
     started = time.monotonic()
     result = run_playbook("playbooks/serve.yml", inventories=(bad,))
     seconds = time.monotonic() - started
-    print(f"wrong VLLM_HOST_IP on spark2: playbook failed after {seconds:.0f} s")
+    print(f"wrong VLLM_HOST_IP on spark2: failed, rolled back and serving again after {seconds:.0f} s")
     output = result.stdout + result.stderr
 
     assert result.returncode != 0, output[-5000:]
-    assert seconds < 420, "the readiness wait must end, not hang"
-    assert "vLLM did not answer on spark1" in output
+    assert seconds < 600, "the readiness wait and the rollback must end, not hang"
+    assert "The new serving configuration did not come up on spark1" in output, failure(output)
+    assert "ROLLED BACK: the last known good configuration is back on every serving node and serves again" \
+        in output, failure(output)
     assert re.search(r"journalctl -u vllm-serve on spark2", output)
     assert "Cannot assign requested address" in output
     assert API_KEY not in output
+    for name in NODES:
+        assert node_host(name).check_output("cat /etc/dgx-spark-vllm/vllm-serve.env") == served_before[name]
+    status, models = call("/v1/models")
+    assert status == 200 and [m["id"] for m in models["data"]] == [ODD_NAME]
+
+
+def test_a_setting_that_can_never_start_stops_after_the_bounded_attempts(tmp_path):
+    """With rollback off, the broken worker is restarted with back-off, then left failed with its
+    reason in systemctl status and the journal; a site run then heals the cluster."""
+    limit = 3
+    bounded = ("vllm_serve_rollback: false\nvllm_serve_restart_sec: 2\nvllm_serve_restart_max_delay: 8\n"
+               f"vllm_serve_restart_limit: {limit}\n")
+    bad = str(write_overlay_inventory(tmp_path / "bad-inventory",
+                                      {"spark1": bounded, "spark2": BAD_WORKER_ENV + bounded}))
+    worker = node_host("spark2")
+    since = worker.check_output("date +%s").strip()
+    result = run_playbook("playbooks/serve.yml", inventories=(bad,))
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output[-5000:]
+    assert "Nothing was rolled back (vllm_serve_rollback is false)" in output, failure(output)
+
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not worker.run("systemctl is-failed --quiet vllm-serve").rc == 0:
+        time.sleep(5)
+    status = worker.run("systemctl status vllm-serve --no-pager -l -n 40").stdout
+    print(status[:3000])
+    assert "start-limit-hit" in status or "Start request repeated too quickly" in status, status[:3000]
+    assert "Cannot assign requested address" in worker.check_output("journalctl -u vllm-serve -o cat --no-pager")
+    count = f"journalctl -u vllm-serve -o cat --no-pager --since @{since} | grep -c '^Started vllm-serve' || true"
+    starts_now = worker.check_output(count)
+    time.sleep(30)
+    starts_later = worker.check_output(count)
+    print(f"starts of the broken worker: {starts_now.strip()} (limit {limit}), none more in 30 s")
+    assert int(starts_now) <= limit and starts_later == starts_now
 
     healed = run_playbook("site.yml")
-    assert healed.returncode == 0, (healed.stdout + healed.stderr)[-5000:]
+    assert healed.returncode == 0, failure(healed.stdout + healed.stderr)
     completion_works()

@@ -35,13 +35,14 @@ def worker_sockets(name: str) -> tuple[list[str], list[tuple[str, str]]]:
     assert len(pids) == 1, f"{name}: {len(pids)} vLLM Ray worker processes: {pids}"
     pattern = re.compile(rf"pid={pids[0]},")
     listening = [line.split()[3] for line in node.check_output("ss -Hltnp").splitlines() if pattern.search(line)]
-    established = [(line.split()[3], line.split()[4]) for line in node.check_output("ss -Htnp state established")
-                   .replace("\t", " ").splitlines() if pattern.search(line)]
+    # with a state filter, ss leaves the State column out
+    established = [(line.split()[2], line.split()[3]) for line in node.check_output("ss -Htnp state established")
+                   .splitlines() if pattern.search(line)]
     return listening, established
 
 
 def host_of(endpoint: str) -> str:
-    return endpoint.rsplit(":", 1)[0].strip("[]")
+    return endpoint.rsplit(":", 1)[0].strip("[]").removeprefix("::ffff:")
 
 
 def test_serving_is_one_unit_on_the_head():
