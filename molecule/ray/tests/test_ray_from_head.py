@@ -7,6 +7,7 @@ import re
 import time
 
 import outsider
+from endpoint import seconds_to_first_completion
 from nodes import FABRIC, FILES, HEAD_MANAGEMENT, REPO, node_host, run_on_head
 
 testinfra_hosts = ["ansible://spark1"]
@@ -77,6 +78,22 @@ def test_restarted_ray_layer_rejoins_over_the_fabric(host):
     print(f"Ray head and worker units restarted: all nodes joined after {seconds:.0f} s")
     assert state.get("addresses") == sorted(FABRIC.values()), state
     assert state.get("gpus") == 2, state
+    # Serving is a driver of the head's Ray (PartOf=): it was restarted with it and serves again.
+    served = seconds_to_first_completion(started, deadline=300)
+    print(f"... and serving through the Ray executor answered again {served} s after the restart")
+    assert served is not None
+
+
+def test_serving_recovers_when_the_workers_ray_node_restarts():
+    """The worker's Ray node alone: vLLM's worker there dies with it; the head's serving guard sees
+    completions fail and restarts serving, which places its worker on the rejoined node."""
+    serving_before = node_host("spark1").check_output("docker inspect --format '{{.Id}}' vllm-serve")
+    started = time.monotonic()
+    node_host("spark2").check_output("systemctl restart ray-worker")
+    served = seconds_to_first_completion(started, deadline=300)
+    print(f"worker's Ray node restarted: serving answered again {served} s later")
+    assert served is not None
+    assert node_host("spark1").check_output("docker inspect --format '{{.Id}}' vllm-serve") != serving_before
 
 
 GCS_WRITE = r"""
@@ -115,11 +132,13 @@ def test_a_ray_client_on_a_cluster_node_without_the_token_is_refused():
     assert result.stdout.startswith("REFUSED") and "AuthenticationError" in result.stdout, result.stderr[-2000:]
 
 
-def test_ray_listens_on_its_pinned_ports_only(host):
-    """Every port Ray opens is one the firewall knows (no random ports)."""
-    known = {6379, 6380, 6381, 6382, 6383, 6384, 6385, 10001, 44217, 44227}
-    ports = {int(line.rsplit(":", 1)[1]) for line in host.check_output(
-        "ss -Hltn | awk '{print $4}'").split() if not line.startswith(("127.", "[::1]"))}
+def test_what_listens_on_every_address_is_on_a_pinned_port(host):
+    """Every port open on all addresses (the LAN's among them) is one the firewall knows: Ray's,
+    the API, torch's store at the master port (VLLM_PORT). Ports bound to the fabric address alone
+    are not reachable from the LAN (the firewall drops the fabric address on any other interface)."""
+    known = {6379, 6380, 6381, 6382, 6383, 6384, 6385, 10001, 44217, 44227, 8000, 29501}
+    everywhere = [line.rsplit(":", 1) for line in host.check_output("ss -Hltn | awk '{print $4}'").split()]
+    ports = {int(port) for address, port in everywhere if address in ("0.0.0.0", "*", "[::]", HEAD_MANAGEMENT)}
     unknown = {p for p in ports - known if not 10002 <= p <= 10199}
-    print(f"listening ports of the head: {sorted(ports)}")
+    print(f"ports the head listens on at every address: {sorted(ports)}")
     assert not unknown, f"ports outside the pinned set: {sorted(unknown)}"
