@@ -198,6 +198,8 @@ def draw_chart(rows: list[Row], title: str, path: str) -> None:
     latency.set_ylabel("ms")
     latency.set_title("Latency")
     latency.legend(loc="upper left")
+    for axes in (throughput, requests, latency):
+        axes.set_ylim(bottom=0)
     for axes in (throughput, latency):
         axes.set_xlabel("concurrency (max concurrent requests)")
         axes.set_xticks(x)
