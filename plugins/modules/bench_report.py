@@ -191,13 +191,13 @@ def draw_chart(rows: list[Row], title: str, path: str) -> None:
     requests.plot(x, [r.request_throughput for r in rows], "s--", color="tab:orange", label="requests/s")
     requests.set_ylabel("requests/s")
     throughput.set_title("Throughput")
-    throughput.legend(handles=throughput.get_lines() + requests.get_lines(), loc="upper left")
+    throughput.legend(handles=throughput.get_lines() + requests.get_lines(), loc="best")
     for label, attr, style in (("TTFT p50", "ttft_p50_ms", "o-"), ("TTFT p99", "ttft_p99_ms", "o--"),
                                ("ITL p50", "itl_p50_ms", "s-"), ("ITL p99", "itl_p99_ms", "s--")):
         latency.plot(x, [getattr(r, attr) for r in rows], style, label=label)
     latency.set_ylabel("ms")
     latency.set_title("Latency")
-    latency.legend(loc="upper left")
+    latency.legend(loc="best")
     for axes in (throughput, requests, latency):
         axes.set_ylim(bottom=0)
     for axes in (throughput, latency):
