@@ -110,6 +110,10 @@ def test_serving_without_an_api_key_is_an_explicit_choice(tmp_path: Path) -> Non
      ["\"dgx_spark_api_port\": 10050", "ports Ray also takes", "10002-10199", "group_vars/sparks"]),
     ("SSH on one of the internal ports", {"spark2": {"ansible_port": 6381}}, None, None,
      ["Host spark2: the internal ports 6381-6381 would include SSH (6381)", "must stay open on the LAN"]),
+    ("the fabric gate on the rendezvous port", None, {"dgx_spark_fabric_gate_port": 29501}, None,
+     ["The cluster's ports must be distinct TCP ports", "\"dgx_spark_fabric_gate_port\": 29501"]),
+    ("a fabric gate action it does not know", None, {"ib_network_bandwidth_action": "ignore"}, None,
+     ["the fabric gate wants ib_network_bandwidth_action fail or warn (it is ignore)"]),
 ])
 def test_bad_input_is_refused_naming_host_variable_and_fix(
         tmp_path: Path, case: str, host_vars: dict[str, dict[str, Any]] | None,

@@ -43,10 +43,16 @@ def changed_per_node(output: str) -> dict[str, int]:
     return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(spark\d)\s+:.*?changed=(\d+)", output, re.M)}
 
 
+# Roles with a preflight that a deployment (site.yml) does not run: their own playbook does.
+NOT_DEPLOYED = {"bench"}  # playbooks/bench.yml
+
+
 def preflight_task_names() -> dict[str, list[str]]:
-    """Each role's preflight task names (its tasks/preflight.yml; the cluster's checks for dgx_spark)."""
+    """Each deployed role's preflight task names (its tasks/preflight.yml; the cluster's checks for
+    dgx_spark)."""
     names = {path.parts[-3]: [task["name"] for task in yaml.safe_load(path.read_text())]
-             for path in sorted((REPO / "roles").glob("*/tasks/preflight.yml"))}
+             for path in sorted((REPO / "roles").glob("*/tasks/preflight.yml"))
+             if path.parts[-3] not in NOT_DEPLOYED}
     names["dgx_spark"] = [task["name"] for task in
                           yaml.safe_load((REPO / "roles/dgx_spark/tasks/inventory.yml").read_text())]
     return names
