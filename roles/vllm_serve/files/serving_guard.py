@@ -30,6 +30,8 @@ Subcommands:
                                             automatic restart (the unit's ExecStartPre)
   status SETTINGS.json                      this node's units, guard, image and endpoint, as
                                             JSON (playbooks/status.yml; read-only)
+  await-container NAME SECONDS              wait until a container runs (the Ray executor's
+                                            serving unit waits for the head's Ray container)
 """
 from __future__ import annotations
 
@@ -159,6 +161,22 @@ def backoff(args: list[str]) -> int:
               f"at most {cap:.0f} s)", flush=True)
         time.sleep(seconds)
     return 0
+
+
+# ---- await-container: serving waits for the Ray head's container -------------
+
+def await_container(args: list[str]) -> int:
+    """0 once the container runs, 1 after SECONDS: a start that waits instead of failing spends no
+    attempt of the unit's start limit."""
+    name, deadline = args[0], time.monotonic() + float(args[1])
+    while time.monotonic() < deadline:
+        result = subprocess.run(["docker", "inspect", "--format", "{{.State.Running}}", name],
+                                capture_output=True, text=True, check=False)
+        if result.stdout.strip() == "true":
+            return 0
+        time.sleep(1)
+    print(f"container {name} is not running after {args[1]} s", flush=True)
+    return 1
 
 
 # ---- status: what playbooks/status.yml shows --------------------------------
@@ -388,7 +406,8 @@ def guard_main(args: list[str]) -> int:
 
 
 def main() -> int:
-    commands = {"guard": guard_main, "probe": probe, "backoff": backoff, "status": status}
+    commands = {"guard": guard_main, "probe": probe, "backoff": backoff, "status": status,
+                "await-container": await_container}
     if len(sys.argv) < 2 or sys.argv[1] not in commands:
         print(__doc__, file=sys.stderr)
         return 2
