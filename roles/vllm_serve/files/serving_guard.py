@@ -170,9 +170,8 @@ def await_container(args: list[str]) -> int:
     attempt of the unit's start limit."""
     name, deadline = args[0], time.monotonic() + float(args[1])
     while time.monotonic() < deadline:
-        result = subprocess.run(["docker", "inspect", "--format", "{{.State.Running}}", name],
-                                capture_output=True, text=True, check=False)
-        if result.stdout.strip() == "true":
+        found, _ = docker_inspect("container", "inspect", name)
+        if found.get("State", {}).get("Running"):
             return 0
         time.sleep(1)
     print(f"container {name} is not running after {args[1]} s", flush=True)
@@ -198,10 +197,19 @@ def guard_report(unit: str) -> dict[str, Any]:
         return {}
 
 
+def docker_inspect(*args: str) -> tuple[dict[str, Any], str]:
+    """The first object `docker ... inspect` prints, or {} and the error. (No Go template here: playbooks
+    pass this file through Jinja as a lookup, where double braces would be Jinja's.)"""
+    result = subprocess.run(["docker", *args], capture_output=True, text=True, check=False)
+    try:
+        return (json.loads(result.stdout)[0], "") if result.returncode == 0 else ({}, result.stderr.strip()[:120])
+    except (ValueError, IndexError):
+        return {}, result.stdout.strip()[:120]
+
+
 def image_id(image: str) -> str:
-    result = subprocess.run(["docker", "image", "inspect", "--format", "{{.Id}}", image],
-                            capture_output=True, text=True, check=False)
-    return result.stdout.strip() if result.returncode == 0 else f"absent ({result.stderr.strip()[:120]})"
+    found, error = docker_inspect("image", "inspect", image)
+    return str(found.get("Id", "")) if found else f"absent ({error})"
 
 
 def status(args: list[str]) -> int:
