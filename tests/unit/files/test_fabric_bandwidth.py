@@ -6,26 +6,17 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import sys
-from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[3] / "roles/ib_network/files/fabric_bandwidth.py"
+from support.role_files import load_role_file
+
 RING = "ring spark1 (192.168.200.12) <-> spark2 (192.168.200.13)"
 
 
-def load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("fabric_bandwidth", SCRIPT)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["fabric_bandwidth"] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
 
 
-fb = load()
+fb = load_role_file("roles/ib_network/files/fabric_bandwidth.py")
 
 
 def test_bus_bandwidth_is_size_over_time_times_two_n_minus_one_over_n() -> None:

@@ -7,35 +7,25 @@ the head guard's /epoch server.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import socket
-import sys
 import threading
 import time
 import urllib.request
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[3] / "roles/vllm_serve/files/serving_guard.py"
+from support.role_files import load_role_file
+
 KEY = "test-key"
 
 
-def load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("serving_guard", SCRIPT)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
 
 
-sg = load()
+sg = load_role_file("roles/vllm_serve/files/serving_guard.py")
 
 
 class FakeGuard(sg.Guard):
