@@ -12,9 +12,9 @@ guard makes the group restart together, with no controller and no SSH:
                 new at every start) on the fabric: GET /epoch.
   worker guard  reads the head's epoch every INTERVAL s. Its engine belongs to
                 the epoch it first saw while running; when the head's epoch
-                changes (the head restarted) or the head is down or
-                unreachable FAILURES times in a row, it restarts its own unit,
-                which then joins the head's new engine.
+                changes (the head restarted) it restarts its own unit, which
+                then joins the head's new engine. A head that is down or out
+                of reach is waited for: its next engine is a new epoch.
 
 Why it cannot loop: every restart goes through systemd, whose start limit
 (StartLimitBurst= in StartLimitIntervalSec=) bounds the starts of each unit,
@@ -32,6 +32,9 @@ Subcommands:
                                             JSON (playbooks/status.yml; read-only)
   await-container NAME SECONDS              wait until a container runs (the Ray executor's
                                             serving unit waits for the head's Ray container)
+  stop UNIT CONTAINER SECONDS               the unit's ExecStop: `docker stop --time SECONDS`,
+                                            or `docker kill` when the guard restarts an engine
+                                            it found broken (a hung engine ignores SIGTERM)
 """
 from __future__ import annotations
 
@@ -178,6 +181,23 @@ def await_container(args: list[str]) -> int:
     return 1
 
 
+# ---- stop: the unit's ExecStop ------------------------------------------------
+
+def kill_flag(unit: str) -> str:
+    """Left by the guard for the unit's next stop: the engine is broken, a graceful stop only waits."""
+    return os.path.join(STATE_DIR, f"{unit}.kill")
+
+
+def stop(args: list[str]) -> int:
+    unit, container, seconds = args[0], args[1], args[2]
+    try:
+        os.remove(kill_flag(unit))
+        command = ["docker", "kill", container]
+    except FileNotFoundError:
+        command = ["docker", "stop", "--time", seconds, container]
+    return subprocess.run(command, check=False).returncode
+
+
 # ---- status: what playbooks/status.yml shows --------------------------------
 
 UNIT_PROPERTIES = ("LoadState", "ActiveState", "SubState", "Result", "NRestarts", "InvocationID",
@@ -294,6 +314,9 @@ class Guard:
         self.restarts += 1
         self.last_reason, self.last_restart = reason, time.time()
         self.say(f"restarting {self.config.unit}: {reason}")
+        os.makedirs(STATE_DIR, exist_ok=True)
+        with open(kill_flag(self.config.unit), "w", encoding="utf-8"):
+            pass  # the unit's ExecStop kills the broken engine instead of waiting for it
         result = subprocess.run(["systemctl", "restart", self.config.unit], capture_output=True, text=True,
                                 check=False)
         self.gave_up = ""
@@ -376,21 +399,26 @@ def worker_step(guard: Guard, state: dict[str, Any]) -> None:
         guard.note_epoch("")
         return
     epoch = read_epoch(config.epoch_url)
-    state["misses"] = 0 if epoch else state.get("misses", 0) + 1
     joined = state.get("joined")
     if joined is None or joined[0] != invocation:
         # This engine's life belongs to the first head epoch it sees.
-        state["joined"] = (invocation, epoch) if epoch else None
+        state.update(joined=(invocation, epoch) if epoch else None, misses=0)
         guard.note_epoch(epoch or "")
         return
     if epoch and epoch != joined[1]:
         guard.restart(f"the head's engine restarted (epoch {joined[1][:8]} -> {epoch[:8]}); this rank rejoins it")
-    elif state["misses"] >= config.failures:
-        what = "down" if epoch == "" else "unreachable over the fabric"
-        guard.restart(f"the head's engine is {what} ({state['misses']} checks); this rank restarts to rejoin it")
-    else:
+        state.update(joined=None, misses=0)
         return
-    state.update(joined=None, misses=0)
+    if epoch:
+        state["misses"] = 0
+        return
+    # The head's engine is down, or the fabric or its node is: a new rank could join nothing now (and
+    # restarting during a fabric cut only costs a weight load). The head's next engine is a new
+    # epoch, and that brings this rank along.
+    state["misses"] = state.get("misses", 0) + 1
+    if state["misses"] == config.failures:
+        what = "down" if epoch == "" else "unreachable over the fabric"
+        guard.say(f"the head's engine is {what} ({config.failures} checks); this rank rejoins its next epoch")
 
 
 def guard_main(args: list[str]) -> int:
@@ -415,7 +443,7 @@ def guard_main(args: list[str]) -> int:
 
 def main() -> int:
     commands = {"guard": guard_main, "probe": probe, "backoff": backoff, "status": status,
-                "await-container": await_container}
+                "await-container": await_container, "stop": stop}
     if len(sys.argv) < 2 or sys.argv[1] not in commands:
         print(__doc__, file=sys.stderr)
         return 2

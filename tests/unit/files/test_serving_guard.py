@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
 import threading
 import time
 import urllib.request
@@ -34,6 +35,7 @@ class FakeGuard(sg.Guard):
     def __init__(self, config: Any) -> None:
         super().__init__(config)
         self.reasons: list[str] = []
+        self.said: list[str] = []
 
     def restart(self, reason: str) -> None:
         self.reasons.append(reason)
@@ -42,7 +44,7 @@ class FakeGuard(sg.Guard):
         pass
 
     def say(self, status: str) -> None:
-        pass
+        self.said.append(status)
 
 
 @pytest.fixture
@@ -91,13 +93,17 @@ def test_a_worker_rejoins_once_when_its_head_restarted(unit: dict, monkeypatch: 
 
 
 @pytest.mark.parametrize("missing, word", [("", "down"), (None, "unreachable")])
-def test_a_worker_restarts_after_its_head_is_gone_for_failures_checks(
+def test_a_worker_whose_head_is_gone_waits_for_its_next_epoch_and_rejoins_it_once(
         unit: dict, monkeypatch: pytest.MonkeyPatch, missing: str | None, word: str) -> None:
+    """A fabric cut or a head restarting: restarting this rank then would join nothing."""
     guard, state = worker(failures=3), {}
-    run_worker(guard, state, ["E1", missing, missing], monkeypatch)
+    run_worker(guard, state, ["E1"] + [missing] * 10, monkeypatch)
     assert guard.reasons == []
-    run_worker(guard, state, [missing], monkeypatch)
-    assert len(guard.reasons) == 1 and word in guard.reasons[0]
+    assert any(word in status for status in guard.said)
+    run_worker(guard, state, ["E1"] * 3, monkeypatch)  # the link came back, the head's engine lived on
+    assert guard.reasons == []
+    run_worker(guard, state, [missing, "E2"], monkeypatch)
+    assert len(guard.reasons) == 1 and "E1"[:8] in guard.reasons[0] and "restarted" in guard.reasons[0]
 
 
 def test_a_worker_started_before_its_head_waits_without_restarting(unit: dict, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -226,3 +232,24 @@ def test_the_head_publishes_its_running_engines_invocation_as_epoch(unit: dict) 
     unit["active"] = "failed"
     assert sg.read_epoch(url) == ""
     assert sg.read_epoch(f"http://127.0.0.1:{free_port()}/epoch") is None
+
+
+# ---- stop: a graceful stop, unless the guard found the engine broken --------
+
+def test_a_guard_restart_kills_the_broken_engine_and_only_that_stop_does(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    commands: list[list[str]] = []
+
+    def run(command: list[str], **_: Any) -> subprocess.CompletedProcess[str]:
+        commands.append(command)
+        return subprocess.CompletedProcess(command, 0, "", "")
+
+    monkeypatch.setattr(sg, "STATE_DIR", str(tmp_path))
+    monkeypatch.setattr(sg.subprocess, "run", run)
+    guard = sg.Guard(sg.Config(unit="vllm-serve", role="worker", interval=1, failures=1))
+    guard.restart("the head's engine restarted")
+    assert commands[-1] == ["systemctl", "restart", "vllm-serve"]
+    # systemd runs the unit's ExecStop for that restart, then for an operator's stop
+    assert sg.stop(["vllm-serve", "vllm-serve", "30"]) == 0
+    assert sg.stop(["vllm-serve", "vllm-serve", "30"]) == 0
+    assert commands[-2:] == [["docker", "kill", "vllm-serve"], ["docker", "stop", "--time", "30", "vllm-serve"]]

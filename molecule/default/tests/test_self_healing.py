@@ -1,0 +1,194 @@
+"""The serving group heals itself: single faults on a serving cluster, nobody running Ansible.
+
+After each fault a real completion is polled every 2 s through the head's management address
+until the group answers again (three in a row); the recovery time is printed, and it must come
+within RECOVERY_DEADLINE. Then no engine container or process may be left over on any node, and
+no unit may have been restarted more than a group restart needs. playbooks/status.yml is run
+once on the healthy cluster and once with the worker node down.
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+
+from endpoint import completes
+from nodes import FABRIC, interface_of, node_host
+from playbook_run import changed_per_node, failure, run_playbook
+
+NODES = ["spark1", "spark2"]
+PREFIX = "dgx-spark-vllm-test-default"
+# Seconds from the fault to serving again, restore included (a 90 s freeze counts from its start).
+# Measured on the 2-core container cluster: 33-99 s per fault; the target is 120 s.
+RECOVERY_DEADLINE = 150
+# Starts of one node's serving unit that one fault may cost: the engine's own restart, and one
+# more when its guard makes it follow the head's new engine.
+MAX_STARTS_PER_FAULT = 3
+RECOVERIES: dict[str, float] = {}
+
+
+def docker(*args: str) -> None:
+    subprocess.run(["docker", *args], check=True, capture_output=True, text=True, timeout=180)
+
+
+def on(node: str, command: str) -> str:
+    return node_host(node).check_output(command)
+
+
+def starts(node: str) -> int:
+    """How often the serving unit started on the node so far (its journal survives only within a boot)."""
+    return int(on(node, "journalctl -u vllm-serve -o cat --no-pager | grep -c '^Started vllm-serve' || true"))
+
+
+def serving_healthy(seconds: float = 300) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if completes() and completes() and completes():
+            return
+        time.sleep(2)
+    raise AssertionError("the cluster does not serve before the fault")
+
+
+def recovery_after(fault: Callable[[], None], restore: Callable[[], None] | None = None,
+                   restore_after: float = 0) -> float:
+    """Seconds from the fault to the third completion in a row (polled every 2 s)."""
+    started = time.monotonic()
+    fault()
+    restored = restore is None
+    streak, recovered_at = 0, None
+    while time.monotonic() - started < RECOVERY_DEADLINE:
+        if not restored and time.monotonic() - started >= restore_after:
+            restore()
+            restored = True
+        ok = completes(timeout=10)
+        if ok:
+            recovered_at = recovered_at or time.monotonic()
+            streak += 1
+            if streak == 3:
+                return recovered_at - started
+        else:
+            streak, recovered_at = 0, None
+        time.sleep(2)
+    if not restored:
+        restore()
+    raise AssertionError(f"no recovery within {RECOVERY_DEADLINE} s")
+
+
+def no_leftovers(node: str) -> None:
+    """One serving container, and no vLLM process outside it."""
+    containers = on(node, "docker ps -a --format '{{.Names}} {{.Status}}'").splitlines()
+    assert [c.split()[0] for c in containers] == ["vllm-serve"], (node, containers)
+    container = on(node, "docker inspect --format '{{.Id}}' vllm-serve").strip()
+    # [/] and [V]: the pattern must not match this shell's own command line
+    stray = on(node, f"for p in $(pgrep -f '[/]opt/venv/bin/vllm|[V]LLM::'); do grep -q {container} "
+                     f"/proc/$p/cgroup 2>/dev/null || echo $p $(tr '\\0' ' ' < /proc/$p/cmdline | cut -c1-80); "
+                     f"done; true").strip()
+    assert not stray, (node, stray)
+
+
+def check_fault(name: str, fault: Callable[[], None], restore: Callable[[], None] | None = None,
+                restore_after: float = 0) -> None:
+    serving_healthy()
+    before = {n: starts(n) for n in NODES}
+    seconds = recovery_after(fault, restore, restore_after)
+    RECOVERIES[name] = seconds
+    print(f"{name}: serving again {seconds:.0f} s after the fault")
+    for node in NODES:
+        no_leftovers(node)
+        assert node_host(node).service("vllm-serve").is_running
+        extra = starts(node) - before[node]
+        # A rebooted node's journal starts afresh: count from zero there.
+        assert extra <= MAX_STARTS_PER_FAULT, f"{node}: {extra} starts of vllm-serve for one fault"
+
+
+def signal_engine(node: str, signal: str) -> None:
+    """Send a signal to every process of the node's serving container (SIGSTOP freezes the rank)."""
+    # a process may end meanwhile, and the container may be a new one by then: never an error
+    on(node, f"for p in $(docker top vllm-serve -eo pid | tail -n +2); do kill -{signal} $p; done; true")
+
+
+def test_head_engine_killed():
+    check_fault("head engine killed", lambda: on("spark1", "docker kill vllm-serve"))
+
+
+def test_worker_engine_killed():
+    check_fault("worker engine killed", lambda: on("spark2", "docker kill vllm-serve"))
+
+
+def test_head_node_rebooted():
+    check_fault("head node rebooted", lambda: docker("restart", f"{PREFIX}-spark1"))
+
+
+def test_worker_node_down_then_back_and_status_on_a_half_down_cluster():
+    """The worker node stopped (status.yml then reports the cluster half down), started 20 s later."""
+    def stop_and_report() -> None:
+        docker("stop", f"{PREFIX}-spark2")
+        result = run_playbook("playbooks/status.yml")
+        output = result.stdout + result.stderr
+        print(output[output.find("TASK [dgx_spark.vllm.vllm_serve : Report"):][:3000])
+        assert result.returncode == 0 or "unreachable=1" in output, failure(output)
+        assert "no report: unreachable" in output
+        assert "no completion" in output
+    check_fault("worker node rebooted", stop_and_report, lambda: docker("start", f"{PREFIX}-spark2"),
+                restore_after=20)
+
+
+def test_docker_engine_restarted_on_the_worker():
+    check_fault("Docker engine restarted on the worker", lambda: on("spark2", "systemctl restart docker"))
+
+
+def test_worker_engine_frozen_for_90_s():
+    check_fault("worker engine frozen (SIGSTOP) 90 s", lambda: signal_engine("spark2", "STOP"),
+                lambda: signal_engine("spark2", "CONT"), restore_after=90)
+
+
+def fabric_link(state: str) -> None:
+    """Both ends of the fabric cable down or up, as pulling and plugging it does: the interfaces
+    and their addresses stay, the link and its routes go. (`docker network disconnect` would delete
+    the interface and give a new one on reconnect, which a Spark never sees.)"""
+    for node in NODES:
+        interface = interface_of(node_host(node), FABRIC[node])
+        on(node, f"ip link set {interface} {state}")
+
+
+def test_fabric_cut_for_30_s_while_requests_flow():
+    stop = threading.Event()
+
+    def traffic() -> None:
+        while not stop.is_set():
+            completes(timeout=10)
+
+    flows = [threading.Thread(target=traffic, daemon=True) for _ in range(2)]
+    for flow in flows:
+        flow.start()
+    try:
+        check_fault("fabric cut 30 s (requests flowing)", lambda: fabric_link("down"),
+                    lambda: fabric_link("up"), restore_after=30)
+    finally:
+        stop.set()
+    print("recovery per fault (s): " + ", ".join(f"{k}: {v:.0f}" for k, v in RECOVERIES.items()))
+
+
+def test_status_of_a_healthy_cluster_changes_nothing():
+    serving_healthy()
+    result = run_playbook("playbooks/status.yml")
+    output = result.stdout + result.stderr
+    print(output[output.find("TASK [dgx_spark.vllm.vllm_serve : Report"):][:3000])
+    assert result.returncode == 0, failure(output)
+    assert changed_per_node(output) == {"spark1": 0, "spark2": 0}
+    assert "answers a completion" in output
+    assert re.search(r"rank 1: joined the head engine [0-9a-f]{8}", output), output[-3000:]
+    assert "unit vllm-serve: active/running" in output
+
+
+@pytest.fixture(scope="module", autouse=True)
+def healthy_at_the_end():
+    """Leave the cluster serving for the tests after these (a site run heals what a fault left)."""
+    yield
+    if not completes():
+        result = run_playbook("site.yml")
+        assert result.returncode == 0, failure(result.stdout + result.stderr)
