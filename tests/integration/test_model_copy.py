@@ -22,7 +22,11 @@ from support.ansible_run import REPO, flat_output, run_ansible_playbook, write_a
 TASK_NAME = "Copy the model from the controller to the head (rsync, only what differs)"
 MARKER = ".dgx-spark-vllm-complete"
 
-pytestmark = pytest.mark.skipif(shutil.which("rsync") is None, reason="rsync is not installed on this machine")
+
+@pytest.fixture(autouse=True)
+def rsync() -> None:
+    # Not a skip: a suite that passes without running this would hide a broken copy.
+    assert shutil.which("rsync"), "rsync is missing on this machine: tools/ensure-rsync installs it"
 
 
 def copy_task() -> dict[str, Any]:
