@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import stat
 import sys
 from pathlib import Path
 from typing import Any
@@ -52,11 +53,15 @@ def run_copy(tmp_path: Path, src: Path, dest: Path, check: bool = False) -> tupl
 
 @pytest.fixture
 def model(tmp_path: Path) -> Path:
+    # Private modes on the controller: the head's copy must be readable all the same.
     src = tmp_path / "controller" / "tiny-llama"
     (src / "sub").mkdir(parents=True)
     (src / "config.json").write_text('{"model_type": "llama"}')
     (src / "model.safetensors").write_bytes(b"\0" * 65536)
     (src / "sub" / "tokenizer.json").write_text("{}")
+    for path in [src, src / "sub"]:
+        path.chmod(0o700)
+    (src / "model.safetensors").chmod(0o600)
     return src
 
 
@@ -76,6 +81,11 @@ def test_it_sends_the_folder_once_then_changes_nothing(tmp_path: Path, model: Pa
     assert rc == 0 and "changed=1" in output, output
     assert (dest / "model.safetensors").read_bytes() == (model / "model.safetensors").read_bytes()
     assert (dest / "sub" / "tokenizer.json").is_file()
+    # The modes the role's folder task sets (0755), whatever the controller's: else each run
+    # would change the folder back and forth.
+    assert stat.S_IMODE(dest.stat().st_mode) == 0o755
+    assert stat.S_IMODE((dest / "sub").stat().st_mode) == 0o755
+    assert stat.S_IMODE((dest / "model.safetensors").stat().st_mode) == 0o644
     rc, output = run_copy(tmp_path, model, dest)
     assert rc == 0 and "changed=0" in output, output
     rc, output = run_copy(tmp_path, model, dest, check=True)
