@@ -119,6 +119,7 @@ class DockerEngine:
     def __init__(self, socket_path: Path) -> None:
         self.socket_path = socket_path
         self.url = f"unix://{socket_path}"
+        socket_path.unlink(missing_ok=True)  # left by a run that was killed
         self._server = _Server(str(socket_path), _Handler)
         self._server.requests = []
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
