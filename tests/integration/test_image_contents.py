@@ -68,7 +68,7 @@ def make_image(directory: Path, programs: list[str], config: dict[str, object] |
 
 def check(tmp_path: Path, programs: list[str], executor: str,
           config: dict[str, object] | None = VLLM_OPENAI_CONFIG,
-          shell: bool = True, check_mode: bool = False) -> tuple[int, str]:
+          shell: bool = True, check_mode: bool = False, download: bool = False) -> tuple[int, str]:
     """Run tasks/contents.yml against the made-up image (none when config is None); (rc, flat output)."""
     make_image(tmp_path / "fake", programs, config, shell)
     playbook = tmp_path / "check.yml"
@@ -76,7 +76,8 @@ def check(tmp_path: Path, programs: list[str], executor: str,
     proc = run_ansible_playbook(
         playbook, ["localhost,"],
         extra_vars={"fake_path": f"{tmp_path / 'fake'}{os.pathsep}{os.environ['PATH']}",
-                    "dgx_spark_executor": executor, "ansible_python_interpreter": sys.executable},
+                    "dgx_spark_executor": executor, "vllm_serve_model_download": download,
+                    "ansible_python_interpreter": sys.executable},
         extra_args=["-c", "local", *(["--check"] if check_mode else [])],
         config=write_ansible_cfg(tmp_path), cwd=tmp_path)
     return proc.returncode, flat_output(proc)
@@ -108,6 +109,13 @@ def test_an_image_without_vllm_names_every_missing_program(tmp_path: Path) -> No
     assert 'ENTRYPOINT ["/opt/nvidia/entrypoint.sh"], CMD ["bash"]) has no vllm, ray on its PATH' in output
     assert "every serving container runs `vllm serve`" in output
     assert "dgx_spark_executor: mp" not in output  # mp would not help: vllm is missing too
+
+
+def test_a_download_on_the_head_needs_the_hf_cli(tmp_path: Path) -> None:
+    rc, output = check(tmp_path, ["vllm", "ray", "python3"], "ray", download=True)
+    assert rc != 0, output
+    assert "has no hf on its PATH (vllm_serve_model_download runs `hf download` on the head)" in output
+    assert "and the hf CLI (huggingface_hub) installed on its PATH" in output
 
 
 def test_an_image_without_a_shell_is_refused_naming_why(tmp_path: Path) -> None:
