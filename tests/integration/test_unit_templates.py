@@ -26,6 +26,7 @@ PLAY = """\
     dgx_spark_image: example/vllm:latest
     ib_network_fabric_address: 192.168.200.12
     ib_network_fabric_env: {{}}
+    ib_network_fabric_docker_args: []
     ray_node_unit_name: ray-head
   tasks:
     - ansible.builtin.template:

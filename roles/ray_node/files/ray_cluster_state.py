@@ -1,6 +1,6 @@
 """Print, as one JSON line, the live Ray nodes and the GPUs they offer.
 
-Run inside the head's container (`docker exec -i ray-head python -`): it joins
+Run inside the head's container (`docker exec -i ray-head python3 -`): it joins
 the local cluster as a short-lived driver and reads the node table.
 """
 import json

@@ -1,0 +1,106 @@
+"""`ansible-playbook site.yml --check --diff` on a first deploy of the example inventory.
+
+inventories/sparks as it is (pull the image, download the model on the head, Ray executor),
+with the recorded facts of the two Sparks, run locally (as test_preflight.py does) against
+nodes that hold nothing yet: systemd and the Docker engine are stand-ins that know no unit and
+no image (support/fresh_node.py), the data folder an empty temporary one. The run must go
+through every layer without failing, say what it would change, and change nothing: no file
+under the data folder, no systemctl verb that acts, no Docker request but reads.
+
+Left out, because they need the real fabric: the reachability check (ib_network_verify, it
+listens on and connects to the Sparks' fabric addresses). The fabric gate and the readiness
+wait skip themselves in check mode.
+"""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from support.ansible_run import (
+    REPO,
+    flat_output,
+    run_ansible_playbook,
+    write_ansible_cfg,
+    write_fact_cache,
+    write_overlay_inventory,
+)
+from support.facts import load_facts
+from support.fresh_node import READ_ONLY_SYSTEMCTL, DockerEngine, systemctl_verbs, write_systemctl
+from test_preflight import HOSTS, VAULT, local_host_vars
+
+
+class FirstDeploy:
+    """The finished check-mode run: its output and what the stand-ins saw."""
+
+    def __init__(self, rc: int, output: str, docker_requests: list[str], systemctl: list[str],
+                 data_dirs: list[Path]) -> None:
+        self.rc, self.output = rc, output
+        self.docker_requests, self.systemctl = docker_requests, systemctl
+        self.data_dirs = data_dirs
+
+
+@pytest.fixture(scope="module")
+def first_deploy(tmp_path_factory: pytest.TempPathFactory) -> FirstDeploy:
+    tmp = tmp_path_factory.mktemp("check")
+    fake_bin = tmp / "bin"
+    log = tmp / "systemctl.log"
+    write_systemctl(fake_bin, log)
+    data_dirs = {host: tmp / host / "data" for host in HOSTS}
+    cache = write_fact_cache(tmp / "facts", {host: load_facts(host) for host in HOSTS})
+    overlay = write_overlay_inventory(tmp / "overlay", local_host_vars(
+        {host: {"dgx_spark_data_dir": str(path)} for host, path in data_dirs.items()}))
+    # A short path: unix socket paths are limited to about 100 characters.
+    socket = Path(f"/tmp/dgx-spark-vllm-test-docker-{os.getpid()}.sock")
+    with DockerEngine(socket) as engine, pytest.MonkeyPatch.context() as env:
+        env.setenv("DOCKER_HOST", engine.url)
+        env.setenv("PATH", f"{fake_bin}{os.pathsep}{os.environ['PATH']}")
+        proc = run_ansible_playbook(REPO / "site.yml", [REPO / "inventories/sparks", overlay],
+                                    extra_vars={"dgx_spark_gather_facts": False, "ib_network_verify": False,
+                                                **VAULT},
+                                    extra_args=["--check", "--diff"],
+                                    config=write_ansible_cfg(tmp, fact_cache=cache), cwd=tmp, timeout=600)
+        requests = engine.requests
+    # The whole run, for whoever reads a failure (assertions show its tail).
+    (tmp / "output.txt").write_text(proc.stdout + proc.stderr)
+    return FirstDeploy(proc.returncode, flat_output(proc), requests, systemctl_verbs(log),
+                       list(data_dirs.values()))
+
+
+def recap(output: str, host: str) -> dict[str, int]:
+    found = re.search(rf"{host} : ((?:\w+=\d+ ?)+)", output)
+    assert found, f"no recap for {host}"
+    return {key: int(value) for key, value in re.findall(r"(\w+)=(\d+)", found.group(1))}
+
+
+def test_every_layer_runs_through_without_failing(first_deploy: FirstDeploy) -> None:
+    assert first_deploy.rc == 0, first_deploy.output[-4000:]
+    for host in HOSTS:
+        assert recap(first_deploy.output, host)["failed"] == 0, first_deploy.output[-4000:]
+        # An ignored failure would hide a real one, and marks other hosts failed (any_errors_fatal).
+        assert recap(first_deploy.output, host)["ignored"] == 0, first_deploy.output[-4000:]
+    # The last play ran: serving's summary, or its steps, on the head.
+    assert "PLAY [Serve | one vLLM endpoint for the cluster]" in first_deploy.output
+
+
+def test_it_says_what_it_would_change(first_deploy: FirstDeploy) -> None:
+    for host in HOSTS:
+        assert recap(first_deploy.output, host)["changed"] > 0
+    # The units' diffs show what would be written.
+    assert "+ExecStart=/usr/bin/docker run --rm --name ray-head \\ +" in first_deploy.output
+    assert "+ --entrypoint ray \\ +" in first_deploy.output
+    assert "would receive the model Qwen/Qwen3.5-122B-A10B-FP8 from spark1" in first_deploy.output
+
+
+def test_it_changes_nothing(first_deploy: FirstDeploy) -> None:
+    for data_dir in first_deploy.data_dirs:
+        assert not data_dir.exists(), f"{data_dir} was created in check mode"
+    acting = [verb for verb in first_deploy.systemctl if verb not in READ_ONLY_SYSTEMCTL]
+    assert acting == [], f"systemctl asked to act in check mode: {acting}"
+    assert first_deploy.systemctl, "the stand-in systemctl was never asked: the test would not see an action"
+    writes = [request for request in first_deploy.docker_requests
+              if not request.startswith(("GET ", "HEAD "))]
+    assert writes == [], f"Docker asked to change something in check mode: {writes}"
+    assert first_deploy.docker_requests, "the stand-in engine was never asked: the test would not see a write"

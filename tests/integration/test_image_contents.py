@@ -1,0 +1,134 @@
+"""The image check of role docker_image (tasks/contents.yml), through Ansible, with a stand-in docker.
+
+The stand-in answers `docker image inspect` with a recorded image configuration and runs
+`docker run ... --entrypoint /bin/sh IMAGE -c SCRIPT ARGS...` the way the container would: the
+task's own script, in this machine's /bin/sh, with a PATH holding only the programs the image
+has. So what is checked is the real script and the real verdict, only the image is made up.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from support.ansible_run import REPO, flat_output, run_ansible_playbook, write_ansible_cfg
+
+IMAGE = "example/vllm-openai:test"
+# What `docker image inspect` reports of the official image: the serving command as ENTRYPOINT.
+VLLM_OPENAI_CONFIG = {"Entrypoint": ["vllm", "serve"], "Cmd": None}
+FAKE_DOCKER = """\
+#!/bin/sh
+# docker image inspect IMAGE | docker run ... --entrypoint /bin/sh IMAGE -c SCRIPT NAME ARGS...
+here=$(dirname "$0")
+case "$1" in
+  image)
+    [ -f "$here/inspect.json" ] || { echo "Error: No such image: $4" >&2; exit 1; }
+    cat "$here/inspect.json" ;;
+  run)
+    [ -f "$here/no-shell" ] && { echo 'exec: "/bin/sh": stat /bin/sh: no such file or directory' >&2; exit 127; }
+    while [ "$1" != "-c" ]; do shift; done
+    shift
+    exec env -i PATH="$here/image-bin" /bin/sh -c "$@" ;;
+  *) exit 2 ;;
+esac
+"""
+PLAY = """\
+- hosts: localhost
+  gather_facts: false
+  vars:
+    dgx_spark_image: {image}
+  environment:
+    PATH: "{{{{ fake_path }}}}"
+  tasks:
+    - name: The image check
+      ansible.builtin.include_tasks: {tasks}
+"""
+
+
+def make_image(directory: Path, programs: list[str], config: dict[str, object] | None,
+               shell: bool = True) -> None:
+    """A stand-in docker in ``directory`` whose image holds ``programs``; no image when config is None."""
+    directory.mkdir()
+    docker = directory / "docker"
+    docker.write_text(FAKE_DOCKER)
+    docker.chmod(0o755)
+    (directory / "image-bin").mkdir()
+    for program in programs:
+        path = directory / "image-bin" / program
+        path.write_text("#!/bin/sh\n")
+        path.chmod(0o755)
+    if config is not None:
+        (directory / "inspect.json").write_text(json.dumps([{"Id": "sha256:0", "Config": config}]))
+    if not shell:
+        (directory / "no-shell").touch()
+
+
+def check(tmp_path: Path, programs: list[str], executor: str,
+          config: dict[str, object] | None = VLLM_OPENAI_CONFIG,
+          shell: bool = True, check_mode: bool = False, download: bool = False) -> tuple[int, str]:
+    """Run tasks/contents.yml against the made-up image (none when config is None); (rc, flat output)."""
+    make_image(tmp_path / "fake", programs, config, shell)
+    playbook = tmp_path / "check.yml"
+    playbook.write_text(PLAY.format(image=IMAGE, tasks=REPO / "roles/docker_image/tasks/contents.yml"))
+    proc = run_ansible_playbook(
+        playbook, ["localhost,"],
+        extra_vars={"fake_path": f"{tmp_path / 'fake'}{os.pathsep}{os.environ['PATH']}",
+                    "dgx_spark_executor": executor, "vllm_serve_model_download": download,
+                    "ansible_python_interpreter": sys.executable},
+        extra_args=["-c", "local", *(["--check"] if check_mode else [])],
+        config=write_ansible_cfg(tmp_path), cwd=tmp_path)
+    return proc.returncode, flat_output(proc)
+
+
+def test_an_image_with_vllm_and_ray_passes_whatever_its_entrypoint(tmp_path: Path) -> None:
+    rc, output = check(tmp_path, ["vllm", "ray", "python3"], "ray")
+    assert rc == 0, output
+    assert "failed=0" in output
+
+
+def test_an_image_without_ray_is_refused_for_the_ray_executor(tmp_path: Path) -> None:
+    rc, output = check(tmp_path, ["vllm", "python3"], "ray")
+    assert rc != 0, output
+    assert (f'The image {IMAGE} on localhost (ENTRYPOINT ["vllm", "serve"], CMD null) has no ray on its PATH '
+            "(dgx_spark_executor=ray runs `ray start`") in output, output
+    assert "Found: vllm at " in output and "or set dgx_spark_executor: mp in group_vars/sparks" in output
+
+
+def test_the_mp_executor_does_not_need_ray(tmp_path: Path) -> None:
+    rc, output = check(tmp_path, ["vllm", "python3"], "mp")
+    assert rc == 0, output
+
+
+def test_an_image_without_vllm_names_every_missing_program(tmp_path: Path) -> None:
+    rc, output = check(tmp_path, ["python3"], "ray", config={"Entrypoint": ["/opt/nvidia/entrypoint.sh"],
+                                                               "Cmd": ["bash"]})
+    assert rc != 0, output
+    assert 'ENTRYPOINT ["/opt/nvidia/entrypoint.sh"], CMD ["bash"]) has no vllm, ray on its PATH' in output
+    assert "every serving container runs `vllm serve`" in output
+    assert "dgx_spark_executor: mp" not in output  # mp would not help: vllm is missing too
+
+
+def test_a_download_on_the_head_needs_the_hf_cli(tmp_path: Path) -> None:
+    rc, output = check(tmp_path, ["vllm", "ray", "python3"], "ray", download=True)
+    assert rc != 0, output
+    assert "has no hf on its PATH (vllm_serve_model_download runs `hf download` on the head)" in output
+    assert "and the hf CLI (huggingface_hub) installed on its PATH" in output
+
+
+def test_an_image_without_a_shell_is_refused_naming_why(tmp_path: Path) -> None:
+    rc, output = check(tmp_path, ["vllm", "ray", "python3"], "ray", shell=False)
+    assert rc != 0, output
+    assert f"The image {IMAGE} on localhost could not run /bin/sh (exit 127" in output
+    assert "run their command through /bin/sh -c" in output
+
+
+@pytest.mark.parametrize("check_mode", [False, True])
+def test_no_image_yet_checks_nothing(tmp_path: Path, check_mode: bool) -> None:
+    # --check on a first deploy: the pull did not happen, so there is no image to inspect
+    # (without --check, verify.yml then names the node that lacks it).
+    rc, output = check(tmp_path, [], "ray", config=None, check_mode=check_mode)
+    assert rc == 0, output
+    assert "skipping: [localhost]" in output and "failed=0" in output
