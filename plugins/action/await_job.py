@@ -62,7 +62,7 @@ class ActionModule(ActionBase):
                               msg=f"{args['description']} still running after {args['timeout']} s "
                                   f"(job {args['jid']}; its log: {args['log']}). Last: {shown[-1] if shown else '-'}")
                 return result
-            time.sleep(args["poll"])
+            time.sleep(min(args["poll"], args["interval"]))
 
     def _job_status(self, jid: str, task_vars: dict[str, Any] | None) -> dict[str, Any]:
         """What ansible.builtin.async_status says of the job."""

@@ -39,7 +39,7 @@ options:
     type: int
     default: 30
   poll:
-    description: Seconds between two looks at the job.
+    description: Seconds between two looks at the job (at most O(interval)).
     type: int
     default: 5
 author:

@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[2]
 IMAGE = next(line.split("=", 1)[1] for line in (REPO / "tools/test-images.env").read_text().splitlines()
              if line.startswith("SERVING_IMAGE="))
 HUB = REPO / "tools/hub-standin.py"
-DOWNLOADER = (REPO / "roles/vllm_serve/files/hub_download.py").read_text()
+DOWNLOADER = REPO / "roles/vllm_serve/files/hub_download.py"
 REPO_ID = "test-org/resume-model"
 TOKEN = "hf_test_token_for_the_stand_in"
 BIG = 24 * 1024 * 1024  # served at RATE: about 6 s, cut half way
@@ -103,7 +103,7 @@ def _download_argv(hub: Hub, out: Path, name: str, token: bool) -> list[str]:
     if token:
         (out / "token").write_text(TOKEN)
         argv += ["--volume", f"{out / 'token'}:/run/secrets/hf-token:ro", "--env", "HF_TOKEN_PATH=/run/secrets/hf-token"]
-    return argv + ["--entrypoint", "python3", IMAGE, "-c", DOWNLOADER, REPO_ID, "/out/model", "/out/model/.complete",
+    return argv + ["--volume", f"{DOWNLOADER}:/hub_download.py:ro", "--entrypoint", "python3", IMAGE, "/hub_download.py", REPO_ID, "/out/model", "/out/model/.complete",
                    "--interval", "1"]
 
 

@@ -1,7 +1,7 @@
 """Download a model from the Hugging Face Hub into a folder, resumably, saying how far it got.
 
-Runs inside the serving image (``docker run --entrypoint python3 IMAGE -c
-"$(cat hub_download.py)" REPO DIR MARKER``) with the image's own
+Runs inside the serving image (``docker run --entrypoint python3 IMAGE
+hub_download.py REPO DIR MARKER``, roles/vllm_serve/tasks/download.yml) with the image's own
 huggingface_hub for what talks to the Hub: HF_ENDPOINT, the token (from
 HF_TOKEN_PATH, a file the role mounts read-only, never the command line), the
 repository listing, the resolve URLs and the HTTP session (which drops the
