@@ -73,15 +73,17 @@ def hub_url(tmp_path: Path) -> Iterator[str]:
 def run_download(tmp_path: Path, hub_url: str, token: str) -> subprocess.CompletedProcess[str]:
     data = tmp_path / "data"
     variables = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
-                 "dgx_spark_image": IMAGE, "dgx_spark_data_dir": str(data),
-                 "dgx_spark_config_dir": str(tmp_path / "etc"), "vllm_serve_model": REPO_ID,
+                 "dgx_spark_image": IMAGE, "dgx_spark_data_dir": str(data), "vllm_serve_model": REPO_ID,
                  "vllm_serve_model_download": True, "vllm_serve_hf_endpoint": hub_url,
                  "vllm_serve_hf_token": token, "vllm_serve_download_progress_interval": 1}
     inventory = {"all": {"hosts": {"localhost": variables}}}
     (tmp_path / "hosts.yml").write_text(json.dumps(inventory))
     (tmp_path / "play.yml").write_text(PLAY)
+    (tmp_path / "etc").mkdir(exist_ok=True)
+    (tmp_path / "etc/hf-token.env").write_text(f"HF_TOKEN={token}\n")  # where earlier versions left it
+    # dgx_spark_config_dir is a role variable: only extra vars move it
     return run_ansible_playbook(tmp_path / "play.yml", [tmp_path / "hosts.yml"], config=write_ansible_cfg(tmp_path),
-                                cwd=tmp_path, timeout=300)
+                                extra_vars={"dgx_spark_config_dir": str(tmp_path / "etc")}, cwd=tmp_path, timeout=300)
 
 
 def test_the_head_downloads_with_the_token_reports_progress_and_keeps_no_token(tmp_path: Path, hub_url: str) -> None:
