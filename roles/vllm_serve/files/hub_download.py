@@ -37,6 +37,8 @@ os.environ["HF_HUB_OFFLINE"] = "0"  # the serving image sets it to 1: this is th
 
 PARTIAL = ".partial"
 CHUNK = 1 << 20
+ATTEMPTS = 5  # per file, within one run; a later run continues anyway
+RETRY_PAUSE = 10
 UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
 
 
@@ -145,11 +147,29 @@ def fetch(repo: str, commit: str, entry: Entry, folder: Path) -> None:
     part.replace(final)
 
 
+def fetch_with_retries(repo: str, commit: str, entry: Entry, folder: Path, attempts: int = ATTEMPTS) -> None:
+    """fetch, again from where it stopped after a network error (not after an answer such as 401 or 404)."""
+    from huggingface_hub.errors import HfHubHTTPError
+
+    for attempt in range(1, attempts + 1):
+        try:
+            fetch(repo, commit, entry, folder)
+            return
+        except (HfHubHTTPError, ValueError):
+            raise
+        except Exception as error:  # noqa: BLE001 (httpx's and the OS's network errors)
+            if attempt == attempts:
+                raise
+            print(f"{entry.path}: {type(error).__name__}: {error}; continuing in {RETRY_PAUSE} s "
+                  f"(attempt {attempt + 1} of {attempts})", flush=True)
+            time.sleep(RETRY_PAUSE)
+
+
 def download(repo: str, commit: str, files: list[Entry], folder: Path, errors: list[BaseException]) -> None:
     """Fetch every file in turn; an exception is kept for the main thread."""
     try:
         for entry in files:
-            fetch(repo, commit, entry, folder)
+            fetch_with_retries(repo, commit, entry, folder)
     except BaseException as error:  # noqa: BLE001 (reported by main)
         errors.append(error)
 
