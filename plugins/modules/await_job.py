@@ -11,9 +11,10 @@ module: await_job
 short_description: Wait for an async job, showing its progress every so often
 version_added: "0.1.0"
 description:
-  - Waits for a job started with C(async) and C(poll: 0) to finish, like M(ansible.builtin.async_status) with
+  - Waits for a job started with C(async) and C(poll=0) to finish, like M(ansible.builtin.async_status) with
     C(until), and every O(interval) seconds prints, on the controller, the last line of the log file the job
-    writes on the node (for example C(downloaded 3.0 GiB of 120.0 GiB (2%), 110.5 MiB/s, elapsed 0:00:30)).
+    writes on the node, such as the model download's "downloaded 3.0 GiB of 120.0 GiB (2%), 110.5 MiB/s,
+    elapsed 0:00:30".
   - A long download or transfer then shows how far it got instead of nothing for an hour.
   - Returns the job's own result (rc, stdout, stderr, ...) once it finished; fails when it ran past O(timeout).
   - An action plugin; the controller polls the node every O(poll) seconds.
