@@ -14,7 +14,7 @@ PLAY = """\
   tasks:
     - name: A job that logs one progress line a second
       ansible.builtin.shell:
-        cmd: for i in 1 2 3 4 5 6; do echo "step $i of 6"; sleep 1; done > {log}; exit {rc}
+        cmd: for i in $(seq 12); do echo "step $i of 12"; sleep 1; done > {log}; exit {rc}
       async: 60
       poll: 0
       register: job
