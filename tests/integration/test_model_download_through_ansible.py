@@ -79,8 +79,9 @@ def run_download(tmp_path: Path, hub_url: str, token: str) -> subprocess.Complet
     inventory = {"all": {"hosts": {"localhost": variables}}}
     (tmp_path / "hosts.yml").write_text(json.dumps(inventory))
     (tmp_path / "play.yml").write_text(PLAY)
-    (tmp_path / "etc").mkdir(exist_ok=True)
-    (tmp_path / "etc/hf-token.env").write_text(f"HF_TOKEN={token}\n")  # where earlier versions left it
+    if not (tmp_path / "etc").exists():
+        (tmp_path / "etc").mkdir()
+        (tmp_path / "etc/hf-token.env").write_text(f"HF_TOKEN={token}\n")  # where earlier versions left it
     # dgx_spark_config_dir is a role variable: only extra vars move it
     return run_ansible_playbook(tmp_path / "play.yml", [tmp_path / "hosts.yml"], config=write_ansible_cfg(tmp_path),
                                 extra_vars={"dgx_spark_config_dir": str(tmp_path / "etc")}, cwd=tmp_path, timeout=300)
@@ -101,8 +102,13 @@ def test_the_head_downloads_with_the_token_reports_progress_and_keeps_no_token(t
                  and TOKEN.encode() in p.read_bytes()]
     assert leftovers == []  # the inventory (hosts.yml) and the hub's own copy aside
     assert not list(Path("/tmp").glob("dgx-spark-vllm-hf.*"))
+    (tmp_path / "etc/hf-token.env").write_text(f"HF_TOKEN={TOKEN}\n")  # left by an earlier version
     again = run_download(tmp_path, hub_url, TOKEN)
-    assert again.returncode == 0 and "changed=0" in flat_output(again), again.stdout
+    assert again.returncode == 0, again.stdout
+    assert not (tmp_path / "etc/hf-token.env").exists()
+    assert "changed=1 " in flat_output(again), again.stdout  # that removal only: no second download
+    third = run_download(tmp_path, hub_url, TOKEN)
+    assert third.returncode == 0 and "changed=0" in flat_output(third), third.stdout
 
 
 def test_a_wrong_token_fails_saying_so_and_leaves_no_token(tmp_path: Path, hub_url: str) -> None:
