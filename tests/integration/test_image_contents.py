@@ -57,8 +57,12 @@ def make_image(directory: Path, programs: list[str], config: dict[str, object] |
     docker.chmod(0o755)
     (directory / "image-bin").mkdir()
     for program in programs:
+        if program == "huggingface_hub":  # a module of the image's python3, which then finds it
+            program, script = "python3", "#!/bin/sh\necho /opt/venv/site-packages/huggingface_hub/__init__.py\n"
+        else:
+            script = "#!/bin/sh\n"
         path = directory / "image-bin" / program
-        path.write_text("#!/bin/sh\n")
+        path.write_text(script)
         path.chmod(0o755)
     if config is not None:
         (directory / "inspect.json").write_text(json.dumps([{"Id": "sha256:0", "Config": config}]))
@@ -111,11 +115,15 @@ def test_an_image_without_vllm_names_every_missing_program(tmp_path: Path) -> No
     assert "dgx_spark_executor: mp" not in output  # mp would not help: vllm is missing too
 
 
-def test_a_download_on_the_head_needs_the_hf_cli(tmp_path: Path) -> None:
-    rc, output = check(tmp_path, ["vllm", "ray", "python3"], "ray", download=True)
+def test_a_download_on_the_head_needs_python3_with_huggingface_hub(tmp_path: Path) -> None:
+    rc, output = check(tmp_path, ["vllm", "ray"], "ray", download=True)
     assert rc != 0, output
-    assert "has no hf on its PATH (vllm_serve_model_download runs `hf download` on the head)" in output
-    assert "and the hf CLI (huggingface_hub) installed on its PATH" in output
+    assert ("has no python3, huggingface_hub on its PATH (the fabric gate and the Ray cluster check run python3; "
+            "vllm_serve_model_download downloads on the head with the image's python3 and huggingface_hub)") in output
+    assert "and huggingface_hub for its python3 installed on its PATH" in output
+    (tmp_path / "with").mkdir()
+    rc, output = check(tmp_path / "with", ["vllm", "ray", "huggingface_hub"], "ray", download=True)
+    assert rc == 0, output
 
 
 def test_an_image_without_a_shell_is_refused_naming_why(tmp_path: Path) -> None:

@@ -1,0 +1,121 @@
+"""roles/vllm_serve/tasks/download.yml through ansible-playbook, against the Hub stand-in.
+
+The head here is localhost (its Docker engine runs the serving image's download
+container on the host network); the Hub stand-in (tools/hub-standin.py) is a
+local process that wants the token and serves slowly enough for progress lines
+to show. Needs root, Docker and the serving image; skipped otherwise.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from support.ansible_run import flat_output, run_ansible_playbook, write_ansible_cfg
+
+REPO = Path(__file__).resolve().parents[2]
+IMAGE = next(line.split("=", 1)[1] for line in (REPO / "tools/test-images.env").read_text().splitlines()
+             if line.startswith("SERVING_IMAGE="))
+TOKEN = "hf_token_that_must_not_leak_0123"
+REPO_ID = "test-org/tiny"
+
+
+def _ready() -> bool:
+    if os.geteuid() != 0 or shutil.which("docker") is None:
+        return False
+    return subprocess.run(["docker", "image", "inspect", IMAGE], capture_output=True, check=False).returncode == 0
+
+
+pytestmark = pytest.mark.skipif(not _ready(), reason=f"needs root, Docker and {IMAGE}")
+
+PLAY = """\
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - ansible.builtin.include_role:
+        name: dgx_spark.vllm.vllm_serve
+        tasks_from: download.yml
+"""
+
+
+@pytest.fixture
+def hub_url(tmp_path: Path) -> Iterator[str]:
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "config.json").write_text('{"model_type": "llama"}\n')
+    (root / "model.safetensors").write_bytes(os.urandom(6 * 1024 * 1024))
+    (tmp_path / "hub-token").write_text(TOKEN)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = tmp_path / "hub.log"
+    with log.open("w") as out:
+        hub = subprocess.Popen([sys.executable, str(REPO / "tools/hub-standin.py"), "--root", str(root), "--repo",
+                                REPO_ID, "--token-file", str(tmp_path / "hub-token"), "--bind", "127.0.0.1",
+                                "--port", str(port), "--rate", str(1024 * 1024)], stdout=out, stderr=subprocess.STDOUT)
+    try:
+        while not log.read_text():
+            time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        hub.terminate()
+        hub.wait(10)
+
+
+def run_download(tmp_path: Path, hub_url: str, token: str) -> subprocess.CompletedProcess[str]:
+    data = tmp_path / "data"
+    variables = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+                 "dgx_spark_image": IMAGE, "dgx_spark_data_dir": str(data), "vllm_serve_model": REPO_ID,
+                 "vllm_serve_model_download": True, "vllm_serve_hf_endpoint": hub_url,
+                 "vllm_serve_hf_token": token, "vllm_serve_download_progress_interval": 1}
+    inventory = {"all": {"hosts": {"localhost": variables}}}
+    (tmp_path / "hosts.yml").write_text(json.dumps(inventory))
+    (tmp_path / "play.yml").write_text(PLAY)
+    if not (tmp_path / "etc").exists():
+        (tmp_path / "etc").mkdir()
+        (tmp_path / "etc/hf-token.env").write_text(f"HF_TOKEN={token}\n")  # where earlier versions left it
+    # dgx_spark_config_dir is a role variable: only extra vars move it
+    return run_ansible_playbook(tmp_path / "play.yml", [tmp_path / "hosts.yml"], config=write_ansible_cfg(tmp_path),
+                                extra_vars={"dgx_spark_config_dir": str(tmp_path / "etc")}, cwd=tmp_path, timeout=300)
+
+
+def test_the_head_downloads_with_the_token_reports_progress_and_keeps_no_token(tmp_path: Path, hub_url: str) -> None:
+    proc = run_download(tmp_path, hub_url, TOKEN)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    model = tmp_path / "data/models/test-org--tiny"
+    assert (model / ".dgx-spark-vllm-complete").exists()
+    assert (model / "model.safetensors").stat().st_size == 6 * 1024 * 1024
+    assert not (model / ".partial").exists()
+    progress = [line for line in proc.stdout.splitlines()
+                if line.startswith(f"localhost: download of {REPO_ID}: downloaded ")]
+    assert progress, proc.stdout
+    assert TOKEN not in proc.stdout + proc.stderr
+    leftovers = [p for p in tmp_path.rglob("*") if p.is_file() and p.name not in ("hub-token", "hosts.yml")
+                 and TOKEN.encode() in p.read_bytes()]
+    assert leftovers == []  # the inventory (hosts.yml) and the hub's own copy aside
+    assert not list(Path("/tmp").glob("dgx-spark-vllm-hf.*"))
+    (tmp_path / "etc/hf-token.env").write_text(f"HF_TOKEN={TOKEN}\n")  # left by an earlier version
+    again = run_download(tmp_path, hub_url, TOKEN)
+    assert again.returncode == 0, again.stdout
+    assert not (tmp_path / "etc/hf-token.env").exists()
+    assert "changed=1 " in flat_output(again), again.stdout  # that removal only: no second download
+    third = run_download(tmp_path, hub_url, TOKEN)
+    assert third.returncode == 0 and "changed=0" in flat_output(third), third.stdout
+
+
+def test_a_wrong_token_fails_saying_so_and_leaves_no_token(tmp_path: Path, hub_url: str) -> None:
+    proc = run_download(tmp_path, hub_url, "hf_wrong_token_xyz")
+    assert proc.returncode != 0
+    flat = flat_output(proc)
+    assert "The download of test-org/tiny on localhost stopped" in flat, proc.stdout
+    assert "hf_wrong_token_xyz" not in proc.stdout + proc.stderr
+    assert not (tmp_path / "data/models/test-org--tiny/.dgx-spark-vllm-complete").exists()
+    assert not list(Path("/tmp").glob("dgx-spark-vllm-hf.*"))

@@ -1,0 +1,119 @@
+"""roles/docker_image/tasks/pull.yml through ansible-playbook, against the test registry image.
+
+The registry (tools/images/registry: Debian's docker-registry, basic auth over TLS) runs with its
+port published on 127.0.0.1, which Docker trusts without a CA; this machine's Docker engine plays
+the head. The login must work, must be needed, and must leave nothing behind. Needs root, Docker
+and the registry image (tools/build-test-images registry); skipped otherwise.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from support.ansible_run import flat_output, run_ansible_playbook, write_ansible_cfg
+
+REPO = Path(__file__).resolve().parents[2]
+ENV = dict(line.split("=", 1) for line in (REPO / "tools/test-images.env").read_text().splitlines()
+           if "=" in line and not line.startswith("#"))
+REGISTRY_IMAGE = ENV["REGISTRY_IMAGE"]
+SMALL_IMAGE = ENV["REGISTRY_IMAGE_BASE"]  # any small local image will do
+USER, PASSWORD = "tester", "registry-password-must-not-leak-42"
+
+
+def _ready() -> bool:
+    if os.geteuid() != 0 or shutil.which("docker") is None:
+        return False
+    return subprocess.run(["docker", "image", "inspect", REGISTRY_IMAGE, SMALL_IMAGE], capture_output=True,
+                          check=False).returncode == 0
+
+
+pytestmark = pytest.mark.skipif(not _ready(), reason=f"needs root, Docker and {REGISTRY_IMAGE}")
+
+
+def _docker(*args: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["docker", *args], capture_output=True, text=True, check=True, **kwargs)  # type: ignore[call-overload]
+
+
+@pytest.fixture(scope="module")
+def pushed_image() -> Iterator[str]:
+    """Start the registry, push a small image with a login; yield its name; remove all."""
+    name = f"dgx-spark-vllm-test-pull-{os.getpid()}"
+    work = Path(tempfile.mkdtemp(prefix="dgx-spark-vllm-test-pull."))
+    (work / "password").write_text(PASSWORD)
+    (work / "certs").mkdir()
+    try:
+        _docker("run", "-d", "--name", name, "-p", "127.0.0.1::5000", "-e", "REGISTRY_ADDRESS=127.0.0.1",
+                "-e", f"REGISTRY_USER={USER}", "-v", f"{work / 'certs'}:/certs",
+                "-v", f"{work / 'password'}:/run/secrets/registry-password:ro", REGISTRY_IMAGE)
+        port = _docker("port", name, "5000/tcp").stdout.split(":")[-1].strip()
+        image = f"127.0.0.1:{port}/test/small:1"
+        env = {**os.environ, "DOCKER_CONFIG": str(work / "client")}
+        for _ in range(50):
+            if subprocess.run(["docker", "login", "-u", USER, "--password-stdin", f"127.0.0.1:{port}"],
+                              input=PASSWORD, env=env, capture_output=True, text=True).returncode == 0:
+                break
+            time.sleep(0.2)
+        _docker("tag", SMALL_IMAGE, image)
+        _docker("push", "--quiet", image, env=env)
+        _docker("image", "rm", image)
+        yield image
+    finally:
+        subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def run_pull(tmp_path: Path, image: str, **variables: str) -> subprocess.CompletedProcess[str]:
+    subprocess.run(["docker", "image", "rm", image], capture_output=True, check=False)
+    host = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+            "dgx_spark_image": image, **variables}
+    (tmp_path / "hosts.yml").write_text(json.dumps({"all": {"hosts": {"localhost": host}}}))
+    (tmp_path / "play.yml").write_text(
+        "- hosts: localhost\n  gather_facts: false\n  tasks:\n"
+        "    - ansible.builtin.include_role:\n        name: dgx_spark.vllm.docker_image\n        tasks_from: pull.yml\n")
+    return run_ansible_playbook(tmp_path / "play.yml", [tmp_path / "hosts.yml"], config=write_ansible_cfg(tmp_path),
+                                cwd=tmp_path, timeout=300)
+
+
+def _leftovers() -> list[Path]:
+    return list(Path(tempfile.gettempdir()).glob("dgx-spark-vllm-docker.*"))
+
+
+def test_the_login_pulls_and_leaves_nothing_behind(tmp_path: Path, pushed_image: str) -> None:
+    docker_config = Path.home() / ".docker/config.json"
+    before = docker_config.read_text() if docker_config.exists() else None
+    proc = run_pull(tmp_path, pushed_image, docker_image_registry_username=USER,
+                    docker_image_registry_password=PASSWORD)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert subprocess.run(["docker", "image", "inspect", pushed_image], capture_output=True).returncode == 0
+    assert PASSWORD not in proc.stdout + proc.stderr
+    assert _leftovers() == []
+    assert (docker_config.read_text() if docker_config.exists() else None) == before
+    subprocess.run(["docker", "image", "rm", pushed_image], capture_output=True, check=False)
+
+
+def test_without_the_login_the_registry_refuses(tmp_path: Path, pushed_image: str) -> None:
+    proc = run_pull(tmp_path, pushed_image)
+    assert proc.returncode != 0
+    # (through 127.0.0.1, Docker reports its plain-HTTP retry's error rather than the 401)
+    assert "Error pulling image" in flat_output(proc), proc.stdout
+    assert subprocess.run(["docker", "image", "inspect", pushed_image], capture_output=True).returncode != 0
+
+
+def test_a_wrong_password_fails_saying_so_without_showing_it(tmp_path: Path, pushed_image: str) -> None:
+    wrong = "a-wrong-password-9f8e"
+    proc = run_pull(tmp_path, pushed_image, docker_image_registry_username=USER, docker_image_registry_password=wrong)
+    assert proc.returncode != 0
+    flat = flat_output(proc)
+    assert f"logging in to {pushed_image.split('/')[0]} as {USER} failed" in flat, proc.stdout
+    assert "401 Unauthorized" in flat
+    assert wrong not in proc.stdout + proc.stderr
+    assert _leftovers() == []
