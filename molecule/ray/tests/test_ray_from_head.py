@@ -126,7 +126,8 @@ def test_a_stranger_cannot_write_into_ray_from_the_lan_or_the_fabric():
 def test_a_ray_client_on_a_cluster_node_without_the_token_is_refused():
     """The worker node itself, in a container without the token, cannot write into Ray either."""
     worker = node_host("spark2")
-    result = worker.run(f"docker run --rm -i --network host --entrypoint python {outsider.serving_image()} - "
+    image = worker.check_output("docker inspect --format '{{.Config.Image}}' ray-worker").strip()  # the node's own
+    result = worker.run(f"docker run --rm -i --network host --entrypoint python {image} - "
                         f"{FABRIC['spark1']}:6379 <<'PYEOF'\n{GCS_WRITE}\nPYEOF")
     print(f"a token-less client on spark2: {result.stdout.strip()[:200]}")
     assert result.stdout.startswith("REFUSED") and "AuthenticationError" in result.stdout, result.stderr[-2000:]
