@@ -17,7 +17,6 @@ PIPE = "/tmp/fabric_pipe.py"
 MODEL_DIR = "/var/lib/dgx-spark-vllm/models/tiny-llama"
 LISTING = f"cd {MODEL_DIR} && find . -type f -printf '%P %s\\n' | sort"
 RELAY_PORT, RELAY_SOURCE_PORT = 29700, 29701
-IMAGE = outsider.serving_image()
 
 # On the head: take the redirected connection, forward it to the worker's receiver from the
 # head's own fabric address (so the receiver accepts it), flipping one payload byte.
@@ -70,7 +69,8 @@ def test_a_stream_altered_on_the_way_fails_the_run_and_leaves_the_old_model_serv
     # The worker's copy differs from the head's (an extra file), so a run sends the model again.
     worker.check_output(f"touch {MODEL_DIR}/stray-file")
     before = worker.check_output(LISTING)
-    image_before = worker.check_output("docker image inspect --format '{{.Id}}' %s", IMAGE)
+    image = worker.check_output("docker inspect --format '{{.Config.Image}}' vllm-serve")  # what the node serves
+    image_before = worker.check_output("docker image inspect --format '{{.Id}}' %s", image)
     redirect = (f"OUTPUT -p tcp -d {FABRIC['spark2']} --dport 29598 ! --sport {RELAY_SOURCE_PORT} "
                 f"-j REDIRECT --to-ports {RELAY_PORT}")
     head.check_output(f"iptables -t nat -I {redirect}")
@@ -88,7 +88,7 @@ def test_a_stream_altered_on_the_way_fails_the_run_and_leaves_the_old_model_serv
         assert "the stream was altered on the way" in output or "the receiver failed" in output, output[-4000:]
         assert worker.check_output(LISTING) == before, "the worker's model changed"
         assert not worker.file(f"{MODEL_DIR}.incoming").exists
-        assert worker.check_output("docker image inspect --format '{{.Id}}' %s", IMAGE) == image_before
+        assert worker.check_output("docker image inspect --format '{{.Id}}' %s", image) == image_before
         completion_works()  # still served, by the engines that were running
     finally:
         head.run(f"iptables -t nat -D {redirect}; pkill --full /tmp/relay.py; rm -f /tmp/relay.py /tmp/relay.log")
