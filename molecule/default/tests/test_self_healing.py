@@ -23,7 +23,7 @@ from playbook_run import changed_per_node, failure, run_playbook
 NODES = ["spark1", "spark2"]
 PREFIX = "dgx-spark-vllm-test-default"
 # Seconds from the fault to serving again, restore included (a 90 s freeze counts from its start).
-# Measured on the 2-core container cluster: 33-99 s per fault; the target is 120 s.
+# Measured on the 2-core container cluster: 25-100 s per fault; the target is 120 s.
 RECOVERY_DEADLINE = 150
 # Starts of one node's serving unit that one fault may cost: the engine's own restart, and one
 # more when its guard makes it follow the head's new engine.

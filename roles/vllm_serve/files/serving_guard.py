@@ -38,6 +38,7 @@ Subcommands:
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -319,6 +320,8 @@ class Guard:
             pass  # the unit's ExecStop kills the broken engine instead of waiting for it
         result = subprocess.run(["systemctl", "restart", self.config.unit], capture_output=True, text=True,
                                 check=False)
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(kill_flag(self.config.unit))  # unused when the unit was not running: not for a later stop
         self.gave_up = ""
         if result.returncode != 0:
             self.gave_up = (f"{self.config.unit} could not be restarted ({result.stderr.strip()[:200]}); it stays "

@@ -244,12 +244,26 @@ def test_a_guard_restart_kills_the_broken_engine_and_only_that_stop_does(
         commands.append(command)
         return subprocess.CompletedProcess(command, 0, "", "")
 
+    def restart_running_unit(command: list[str], **_: Any) -> subprocess.CompletedProcess[str]:
+        if command[:2] == ["systemctl", "restart"]:  # systemd runs the unit's ExecStop meanwhile
+            sg.stop(["vllm-serve", "vllm-serve", "30"])
+        return run(command)
+
     monkeypatch.setattr(sg, "STATE_DIR", str(tmp_path))
-    monkeypatch.setattr(sg.subprocess, "run", run)
+    monkeypatch.setattr(sg.subprocess, "run", restart_running_unit)
     guard = sg.Guard(sg.Config(unit="vllm-serve", role="worker", interval=1, failures=1))
     guard.restart("the head's engine restarted")
-    assert commands[-1] == ["systemctl", "restart", "vllm-serve"]
-    # systemd runs the unit's ExecStop for that restart, then for an operator's stop
+    assert commands[-2:] == [["docker", "kill", "vllm-serve"], ["systemctl", "restart", "vllm-serve"]]
+    assert sg.stop(["vllm-serve", "vllm-serve", "30"]) == 0  # an operator's stop later: graceful
+    assert commands[-1] == ["docker", "stop", "--time", "30", "vllm-serve"]
+
+
+def test_a_guard_restart_of_a_unit_that_was_not_running_leaves_no_kill_for_a_later_stop(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    commands: list[list[str]] = []
+    monkeypatch.setattr(sg, "STATE_DIR", str(tmp_path))
+    monkeypatch.setattr(sg.subprocess, "run",
+                        lambda command, **_: commands.append(command) or subprocess.CompletedProcess(command, 0))
+    sg.Guard(sg.Config(unit="vllm-serve", role="worker", interval=1, failures=1)).restart("a reason")
     assert sg.stop(["vllm-serve", "vllm-serve", "30"]) == 0
-    assert sg.stop(["vllm-serve", "vllm-serve", "30"]) == 0
-    assert commands[-2:] == [["docker", "kill", "vllm-serve"], ["docker", "stop", "--time", "30", "vllm-serve"]]
+    assert commands[-1] == ["docker", "stop", "--time", "30", "vllm-serve"]
