@@ -3,7 +3,7 @@
 CLI contract (Python 3.9+, standard library only; run as a file or inline with ``python3 -c``)
 
   recv ADDRESS PORT SECONDS --peer PEER [--peer PEER ...] [--digest-file PATH]
-       [--progress-seconds N]
+       [--forward HOST [--forward-retry-seconds 60]] [--progress-seconds N]
     Listens on ADDRESS:PORT (an IP address of this node) and waits at most SECONDS (may be
     fractional), counted from the start, for a connection whose source IP is one of the
     --peer addresses (IP literals or host names, resolved once at start). Any other
@@ -18,6 +18,17 @@ CLI contract (Python 3.9+, standard library only; run as a file or inline with `
     stderr: lines "fabric_pipe recv: ..." (progress, refusals, errors, a final summary).
     After the end-of-stream marker it flushes stdout, writes the digest, confirms the byte
     count to the sender and exits 0.
+    --forward HOST: relay, the link of a chain (source -> node 2 -> node 3 ...) that carries
+    one stream to many nodes in about the time of one transfer, each node reading it once.
+    Before it waits for its sender, the receiver connects to HOST:PORT from ADDRESS (retrying
+    for --forward-retry-seconds) and sends every frame on as it arrives, before writing it to
+    stdout; after the end-of-stream marker it ends the forwarded stream the same way and waits
+    for HOST's confirmation, then confirms to its own sender. A next node that cannot be
+    reached, or that is lost, only stops the forwarding ("not forwarding to HOST: ..." on
+    stderr): this node still receives, and the next node fails on its own. A relay whose
+    receiving command stops reading keeps forwarding, confirms the bytes that arrived, and
+    then exits 1. A relay that fails closes the forwarded stream before its end-of-stream
+    marker, so the next node fails at once rather than at its deadline.
 
   send HOST PORT [--retry-seconds 60] [--bind ADDRESS] [--total BYTES] [--progress-seconds N]
     Connects to HOST:PORT, retrying failed connects until --retry-seconds have passed (the
@@ -297,8 +308,47 @@ def read_header(conn: socket.socket, meter: Meter) -> None:
         raise PipeError("not a fabric_pipe stream (a sender of another version?)")
 
 
-def copy_frames(conn: socket.socket, out: BinaryIO, meter: Meter) -> None:
-    """Copy frame payloads to ``out`` until the end-of-stream marker."""
+class Output:
+    """The receiving command's stdin.
+
+    A relay keeps the stream going to the next node when its own command stops reading: the
+    first error is kept, later writes are skipped, and ``recv`` raises it at the end.
+    Otherwise the error is raised at once.
+    """
+
+    def __init__(self, out: BinaryIO, keep_going: bool) -> None:
+        self.out = out
+        self.keep_going = keep_going
+        self.error: Optional[PipeError] = None
+
+    def fail(self, error: PipeError) -> None:
+        """Raise ``error``, or keep it for the end when the stream must go on."""
+        if not self.keep_going:
+            raise error
+        self.error = error
+        log("recv", f"{error}; still forwarding")
+
+    def write(self, data: memoryview, meter: Meter) -> None:
+        """Write ``data`` unless the command already stopped reading."""
+        if self.error is None:
+            try:
+                write_out(self.out, data, meter)
+            except PipeError as error:
+                self.fail(error)
+
+    def flush(self) -> None:
+        """Flush what is buffered for the command."""
+        if self.error is None:
+            try:
+                self.out.flush()
+            except OSError as error:
+                self.fail(PipeError(f"the receiving command stopped reading: {error}"))
+
+
+def copy_frames(
+    conn: socket.socket, output: Output, meter: Meter, relay: Optional[Relay]
+) -> None:
+    """Copy frame payloads to ``output`` (and the next node) until the end-of-stream marker."""
     length_view = memoryview(bytearray(LENGTH.size))
     while True:
         if fill(conn, length_view) < LENGTH.size:
@@ -310,22 +360,21 @@ def copy_frames(conn: socket.socket, out: BinaryIO, meter: Meter) -> None:
             piece = meter.buffer()[: min(length, CHUNK)]
             if fill(conn, piece) < len(piece):
                 raise stream_cut(meter, "connection closed in the middle of a frame")
-            write_out(out, piece, meter)
+            if relay is not None:
+                relay.forward(piece)
+            output.write(piece, meter)
             meter.add(piece)
             length -= len(piece)
 
 
-def receive(conn: socket.socket, out: BinaryIO, meter: Meter) -> None:
-    """Read a whole framed stream from ``conn`` into ``out``."""
+def receive(conn: socket.socket, output: Output, meter: Meter, relay: Optional[Relay]) -> None:
+    """Read a whole framed stream from ``conn`` into ``output``."""
     try:
         read_header(conn, meter)
-        copy_frames(conn, out, meter)
+        copy_frames(conn, output, meter, relay)
     except OSError as error:
         raise stream_cut(meter, str(error)) from None
-    try:
-        out.flush()
-    except OSError as error:
-        raise PipeError(f"the receiving command stopped reading: {error}") from None
+    output.flush()
 
 
 def write_digest(path: Optional[str], record: str) -> None:
@@ -360,26 +409,105 @@ def confirm(conn: socket.socket, count: int) -> None:
         log("recv", f"could not confirm to the sender: {error}")
 
 
+def open_relay(args: argparse.Namespace) -> Optional[Relay]:
+    """Connect to the next node when this receiver forwards (``--forward``)."""
+    if args.forward is None:
+        return None
+    retry = min(args.forward_retry_seconds, args.seconds)
+    return Relay(args.forward, args.port, args.address, retry)
+
+
 def recv(args: argparse.Namespace) -> None:
-    """Receive one stream from an allowed peer onto stdout."""
+    """Receive one stream from an allowed peer onto stdout (and on to the next node)."""
     deadline = time.monotonic() + args.seconds
     peers = resolve_peers(args.peer)
     remove_stale(args.digest_file)
-    with listen(args.address, args.port) as server:
-        sender = " or ".join(args.peer)
-        conn = accept_peer(server, peers, sender, deadline, args.seconds)
-    with conn:
-        meter = Meter("recv", args.progress_seconds, CHUNK)
-        receive(conn, sys.stdout.buffer, meter)
-        write_digest(args.digest_file, meter.record())
-        confirm(conn, meter.bytes)
+    relay: Optional[Relay] = None
+    try:
+        with listen(args.address, args.port) as server:
+            relay = open_relay(args)
+            sender = " or ".join(args.peer)
+            conn = accept_peer(server, peers, sender, deadline, args.seconds)
+        with conn:
+            meter = Meter("recv", args.progress_seconds, CHUNK)
+            output = Output(sys.stdout.buffer, keep_going=relay is not None)
+            receive(conn, output, meter, relay)
+            if output.error is None:
+                write_digest(args.digest_file, meter.record())
+            if relay is not None:
+                relay.finish()
+            confirm(conn, meter.bytes)
+    finally:
+        if relay is not None:
+            relay.close()  # unfinished: the next node sees the stream cut, at once
+    if output.error is not None:
+        raise output.error
     meter.finish()
+
+
+# --- relay ---------------------------------------------------------------------------------
+
+
+class Relay:
+    """The stream forwarded to the next node of a chain (``recv --forward``).
+
+    Any failure here stops the forwarding only, with a line on stderr; this node still
+    receives, and the next node fails on its own (its stream is cut, or never came).
+    """
+
+    def __init__(self, host: str, port: int, bind: str, retry_seconds: float) -> None:
+        self.target = f"{host}:{port}"
+        self.sent = 0
+        self.conn: Optional[socket.socket] = None
+        try:
+            self.conn = connect(host, port, retry_seconds, bind, role="recv")
+            self.conn.sendall(MAGIC)
+        except (PipeError, OSError) as error:
+            self.stop(str(error))
+
+    def stop(self, reason: str) -> None:
+        """Stop forwarding and say why."""
+        log("recv", f"not forwarding to {self.target}: {reason}")
+        self.close()
+
+    def close(self) -> None:
+        """Close the forwarded stream (before its end marker, the next node sees a cut)."""
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+    def forward(self, payload: memoryview) -> None:
+        """Send ``payload`` on as one frame."""
+        if self.conn is None:
+            return
+        try:
+            self.conn.sendall(LENGTH.pack(len(payload)))
+            self.conn.sendall(payload)
+        except OSError as error:
+            self.stop(f"connection lost after {self.sent} bytes: {error}")
+            return
+        self.sent += len(payload)
+
+    def finish(self) -> None:
+        """End the forwarded stream and wait until the next node confirms all of it."""
+        if self.conn is None:
+            return
+        try:
+            self.conn.sendall(LENGTH.pack(0))
+            await_confirmation(self.conn, self.sent)
+        except (OSError, PipeError) as error:
+            self.stop(str(error))
+            return
+        log("recv", f"forwarded {human(self.sent)} to {self.target}, confirmed")
+        self.close()
 
 
 # --- send ----------------------------------------------------------------------------------
 
 
-def connect(host: str, port: int, retry_seconds: float, bind: Optional[str]) -> socket.socket:
+def connect(
+    host: str, port: int, retry_seconds: float, bind: Optional[str], role: str = "send"
+) -> socket.socket:
     """Connect to HOST:PORT, retrying until ``retry_seconds`` have passed."""
     deadline = time.monotonic() + retry_seconds
     source = (bind, 0) if bind else None
@@ -397,7 +525,7 @@ def connect(host: str, port: int, retry_seconds: float, bind: Optional[str]) -> 
                     EXIT_TIMEOUT,
                 ) from None
             if not waiting:
-                log("send", f"waiting for the receiver at {host}:{port} ({error})")
+                log(role, f"waiting for the receiver at {host}:{port} ({error})")
                 waiting = True
             time.sleep(min(RETRY_PAUSE_SECONDS, max(0.0, deadline - time.monotonic())))
             continue
@@ -488,6 +616,8 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     rx.add_argument("seconds", type=non_negative, metavar="SECONDS")
     rx.add_argument("--peer", action="append", required=True, metavar="PEER_ADDRESS")
     rx.add_argument("--digest-file", metavar="PATH")
+    rx.add_argument("--forward", metavar="HOST")
+    rx.add_argument("--forward-retry-seconds", type=non_negative, default=60.0, metavar="N")
 
     tx = modes.add_parser("send", parents=[progress], help="send stdin")
     tx.add_argument("host", metavar="HOST")
