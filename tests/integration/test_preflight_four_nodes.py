@@ -1,0 +1,73 @@
+"""playbooks/preflight.yml for four Sparks: the example inventory with spark3 and spark4 added as
+workers, as a user following the README would add them (host_vars with their fabric addresses,
+hosts.yml listing them under spark_workers). Their facts are spark2's recorded facts with the
+fabric address each would have (192.168.200.14 and .15 on the same CX7 port, through a switch).
+
+Layouts that use every GPU pass (tensor parallel 4; tensor parallel 2 x pipeline parallel 2);
+one that leaves nodes idle is refused naming the variables and the count.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from support.ansible_run import (
+    REPO,
+    flat_output,
+    run_ansible_playbook,
+    write_ansible_cfg,
+    write_fact_cache,
+    write_overlay_inventory,
+)
+from support.facts import load_facts
+
+FABRIC = {"spark1": "192.168.200.12", "spark2": "192.168.200.13",
+          "spark3": "192.168.200.14", "spark4": "192.168.200.15"}
+VAULT = {"vault_vllm_serve_api_key": "test-key-not-a-secret"}
+
+
+def facts_of(host: str) -> dict[str, Any]:
+    """Recorded facts: spark1's and spark2's as recorded; a new worker's are spark2's, moved to
+    its own fabric address."""
+    if host in ("spark1", "spark2"):
+        return load_facts(host)
+    text = json.dumps(load_facts("spark2")).replace(f'"{FABRIC["spark2"]}"', f'"{FABRIC[host]}"')
+    assert FABRIC[host] in text
+    return json.loads(text)
+
+
+def run_preflight(tmp_path: Path, extra: dict[str, Any]) -> tuple[int, str]:
+    local = {"ansible_connection": "local", "ansible_become": False, "ansible_python_interpreter": sys.executable}
+    host_vars = {host: {**local, **({"ansible_host_ib": FABRIC[host]} if host in ("spark3", "spark4") else {})}
+                 for host in FABRIC}
+    hosts = {"all": {"children": {"sparks": {"children": {
+        "spark_workers": {"hosts": {"spark3": {}, "spark4": {}}}}}}}}
+    cache = write_fact_cache(tmp_path / "facts", {host: facts_of(host) for host in FABRIC})
+    config = write_ansible_cfg(tmp_path, fact_cache=cache)
+    overlay = write_overlay_inventory(tmp_path / "overlay", host_vars, hosts)
+    proc = run_ansible_playbook(REPO / "playbooks/preflight.yml", [REPO / "inventories/sparks", overlay],
+                                extra_vars={"dgx_spark_gather_facts": False, **VAULT, **extra},
+                                config=config, cwd=tmp_path, timeout=300)
+    return proc.returncode, flat_output(proc)
+
+
+@pytest.mark.parametrize("tensor, pipeline", [(4, 1), (2, 2)], ids=["tp4", "tp2-pp2"])
+def test_four_nodes_pass_with_a_layout_over_every_gpu(tmp_path: Path, tensor: int, pipeline: int) -> None:
+    rc, output = run_preflight(tmp_path, {"vllm_serve_tensor_parallel_size": tensor,
+                                          "vllm_serve_pipeline_parallel_size": pipeline})
+    assert rc == 0, output[-4000:]
+    for host in FABRIC:
+        assert f"{host} : ok=" in output, output[-2000:]
+    assert "changed=0" in output and "failed=0" in output
+
+
+def test_four_nodes_refuse_a_layout_that_leaves_nodes_idle(tmp_path: Path) -> None:
+    rc, output = run_preflight(tmp_path, {"vllm_serve_tensor_parallel_size": 2,
+                                          "vllm_serve_pipeline_parallel_size": 1})
+    assert rc != 0
+    assert ("vllm_serve_tensor_parallel_size (2) x vllm_serve_pipeline_parallel_size (1) must equal the GPUs of the "
+            "cluster: 4 nodes x dgx_spark_gpus_per_node 1 = 4") in output, output[-3000:]
