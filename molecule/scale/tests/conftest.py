@@ -1,1 +1,0 @@
-../../default/tests/conftest.py
