@@ -13,6 +13,7 @@ import pathlib
 import re
 import socket
 import subprocess
+import time
 
 import pytest
 
@@ -95,6 +96,13 @@ def test_a_next_node_that_never_listens_stops_only_the_forwarding(
     assert re.search(rf"not forwarding to {LAST}:{port}: could not connect", relay_err), relay_err
 
 
+def relay_connected_to_last(port: int) -> bool:
+    """Whether a connection to the last node's port is established (Linux /proc/net/tcp)."""
+    local = f"0400007F:{port:04X}"  # 127.0.0.4, as the kernel writes it
+    lines = pathlib.Path("/proc/net/tcp").read_text().splitlines()[1:]
+    return any(fields[1] == local and fields[3] == "01" for fields in (line.split() for line in lines))
+
+
 def test_a_next_node_lost_on_the_way_stops_only_the_forwarding(
     tmp_path: pathlib.Path, port: int, processes: list[subprocess.Popen[bytes]]
 ) -> None:
@@ -102,6 +110,12 @@ def test_a_next_node_lost_on_the_way_stops_only_the_forwarding(
     relay = start_relay(processes, port, tmp_path / "relay")
     client = connect_from("127.0.0.2", port)
     client.sendall(MAGIC + frame(os.urandom(CHUNK)))
+    # Kill the next node once the relay is connected to it (a loaded machine may start it late:
+    # killed before it listens, it would be a next node that never came, the test above).
+    deadline = time.monotonic() + WAIT
+    while not relay_connected_to_last(port):
+        assert time.monotonic() < deadline, "the relay never connected to the last node"
+        time.sleep(0.05)
     last.kill()  # the next node dies in the middle of the stream
     last.wait(WAIT)
     rest = os.urandom(20 * CHUNK)  # more than the socket buffers hold: the relay must notice
