@@ -9,31 +9,23 @@ one that leaves nodes idle is refused naming the variables and the count.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from support.ansible_run import (
-    REPO,
-    flat_output,
-    run_ansible_playbook,
-    write_ansible_cfg,
-    write_fact_cache,
-    write_overlay_inventory,
-)
 from support.facts import load_facts
+from test_preflight import run_preflight as run_example_preflight
 
 FABRIC = {"spark1": "192.168.200.12", "spark2": "192.168.200.13",
           "spark3": "192.168.200.14", "spark4": "192.168.200.15"}
-VAULT = {"vault_vllm_serve_api_key": "test-key-not-a-secret"}
+NEW_WORKERS = ("spark3", "spark4")
 
 
 def facts_of(host: str) -> dict[str, Any]:
     """Recorded facts: spark1's and spark2's as recorded; a new worker's are spark2's, moved to
     its own fabric address."""
-    if host in ("spark1", "spark2"):
+    if host not in NEW_WORKERS:
         return load_facts(host)
     text = json.dumps(load_facts("spark2")).replace(f'"{FABRIC["spark2"]}"', f'"{FABRIC[host]}"')
     assert FABRIC[host] in text
@@ -41,18 +33,11 @@ def facts_of(host: str) -> dict[str, Any]:
 
 
 def run_preflight(tmp_path: Path, extra: dict[str, Any]) -> tuple[int, str]:
-    local = {"ansible_connection": "local", "ansible_become": False, "ansible_python_interpreter": sys.executable}
-    host_vars = {host: {**local, **({"ansible_host_ib": FABRIC[host]} if host in ("spark3", "spark4") else {})}
-                 for host in FABRIC}
+    """test_preflight's run of the example inventory, with spark3 and spark4 added as workers."""
     hosts = {"all": {"children": {"sparks": {"children": {
-        "spark_workers": {"hosts": {"spark3": {}, "spark4": {}}}}}}}}
-    cache = write_fact_cache(tmp_path / "facts", {host: facts_of(host) for host in FABRIC})
-    config = write_ansible_cfg(tmp_path, fact_cache=cache)
-    overlay = write_overlay_inventory(tmp_path / "overlay", host_vars, hosts)
-    proc = run_ansible_playbook(REPO / "playbooks/preflight.yml", [REPO / "inventories/sparks", overlay],
-                                extra_vars={"dgx_spark_gather_facts": False, **VAULT, **extra},
-                                config=config, cwd=tmp_path, timeout=300)
-    return proc.returncode, flat_output(proc)
+        "spark_workers": {"hosts": {host: {} for host in NEW_WORKERS}}}}}}}
+    return run_example_preflight(tmp_path, host_vars={host: {"ansible_host_ib": FABRIC[host]} for host in NEW_WORKERS},
+                                 extra=extra, hosts=hosts, facts={host: facts_of(host) for host in FABRIC})
 
 
 @pytest.mark.parametrize("tensor, pipeline", [(4, 1), (2, 2)], ids=["tp4", "tp2-pp2"])
