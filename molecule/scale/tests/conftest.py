@@ -1,0 +1,1 @@
+../../default/tests/conftest.py
