@@ -12,7 +12,16 @@ from typing import Any
 
 import pytest
 
-from test_preflight_four_nodes import FABRIC, run_preflight
+from support.ansible_run import (
+    REPO,
+    flat_output,
+    run_ansible_playbook,
+    write_ansible_cfg,
+    write_fact_cache,
+    write_overlay_inventory,
+)
+from test_preflight import VAULT, local_host_vars
+from test_preflight_four_nodes import FABRIC, facts_of, run_preflight
 
 A = {"name": "a", "head": "spark1", "nodes": ["spark1", "spark2"]}
 B = {"name": "b", "head": "spark3", "nodes": ["spark3", "spark4"]}
@@ -29,6 +38,18 @@ def test_two_replicas_of_tensor_parallel_2_pass(tmp_path: Path) -> None:
     assert rc == 0, output[-4000:]
     for host in FABRIC:
         assert f"{host} : ok=" in output, output[-2000:]
+    assert "changed=0" in output and "failed=0" in output
+
+
+def test_the_example_replica_inventory_passes(tmp_path: Path) -> None:
+    """inventories/sparks-replicas as it is, run locally from the recorded facts."""
+    cache = write_fact_cache(tmp_path / "facts", {host: facts_of(host) for host in FABRIC})
+    overlay = write_overlay_inventory(tmp_path / "overlay", local_host_vars(None, FABRIC))
+    proc = run_ansible_playbook(REPO / "playbooks/preflight.yml", [REPO / "inventories/sparks-replicas", overlay],
+                                extra_vars={"dgx_spark_gather_facts": False, **VAULT},
+                                config=write_ansible_cfg(tmp_path, fact_cache=cache), cwd=tmp_path)
+    output = flat_output(proc)
+    assert proc.returncode == 0, output[-4000:]
     assert "changed=0" in output and "failed=0" in output
 
 
