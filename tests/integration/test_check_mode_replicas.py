@@ -1,0 +1,85 @@
+"""`ansible-playbook site.yml --check --diff` on a first deploy of the example inventory as two
+single-node replicas (dgx_spark_replicas a: spark1, b: spark2; tensor parallel 1, mp executor),
+with the stand-ins of test_check_mode_first_deploy (systemd and Docker that know nothing yet).
+
+Every layer runs through without failing, the diffs show each replica head's API on its fabric
+address and the internal port and the balancer (nginx on spark1 over both replica heads), nothing
+changes, and the API key appears nowhere in the output.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from support.ansible_run import (
+    REPO,
+    flat_output,
+    run_ansible_playbook,
+    write_ansible_cfg,
+    write_fact_cache,
+    write_overlay_inventory,
+)
+from support.facts import load_facts
+from support.fresh_node import READ_ONLY_SYSTEMCTL, DockerEngine, systemctl_verbs, write_systemctl
+from test_check_mode_first_deploy import FirstDeploy, recap
+from test_preflight import HOSTS, VAULT, local_host_vars
+
+FABRIC = {"spark1": "192.168.200.12", "spark2": "192.168.200.13"}
+REPLICAS = [{"name": "a", "head": "spark1", "nodes": ["spark1"]},
+            {"name": "b", "head": "spark2", "nodes": ["spark2"]}]
+
+
+@pytest.fixture(scope="module")
+def first_deploy(tmp_path_factory: pytest.TempPathFactory) -> FirstDeploy:
+    tmp = tmp_path_factory.mktemp("check-replicas")
+    fake_bin = tmp / "bin"
+    log = tmp / "systemctl.log"
+    write_systemctl(fake_bin, log)
+    data_dirs = {host: tmp / host / "data" for host in HOSTS}
+    cache = write_fact_cache(tmp / "facts", {host: load_facts(host) for host in HOSTS})
+    overlay = write_overlay_inventory(tmp / "overlay", local_host_vars(
+        {host: {"dgx_spark_data_dir": str(path)} for host, path in data_dirs.items()}))
+    socket = Path(f"/tmp/dgx-spark-vllm-test-docker-r{os.getpid()}.sock")
+    with DockerEngine(socket) as engine, pytest.MonkeyPatch.context() as env:
+        env.setenv("DOCKER_HOST", engine.url)
+        env.setenv("PATH", f"{fake_bin}{os.pathsep}{os.environ['PATH']}")
+        proc = run_ansible_playbook(REPO / "site.yml", [REPO / "inventories/sparks", overlay],
+                                    extra_vars={"dgx_spark_gather_facts": False, "ib_network_verify": False,
+                                                "dgx_spark_executor": "mp", "vllm_serve_tensor_parallel_size": 1,
+                                                "dgx_spark_replicas": REPLICAS, **VAULT},
+                                    extra_args=["--check", "--diff"],
+                                    config=write_ansible_cfg(tmp, fact_cache=cache), cwd=tmp, timeout=600)
+        requests = engine.requests
+    (tmp / "output.txt").write_text(proc.stdout + proc.stderr)
+    return FirstDeploy(proc.returncode, flat_output(proc), requests, systemctl_verbs(log),
+                       list(data_dirs.values()))
+
+
+def test_every_layer_runs_through_without_failing(first_deploy: FirstDeploy) -> None:
+    assert first_deploy.rc == 0, first_deploy.output[-4000:]
+    for host in HOSTS:
+        counts = recap(first_deploy.output, host)
+        assert counts["failed"] == 0 and counts["ignored"] == 0, first_deploy.output[-4000:]
+
+
+def test_each_replica_head_serves_its_api_on_its_fabric_address(first_deploy: FirstDeploy) -> None:
+    for host in HOSTS:
+        assert f"--host {FABRIC[host]} --port 8001" in first_deploy.output, host
+
+
+def test_the_balancer_would_run_on_the_head_over_both_replicas(first_deploy: FirstDeploy) -> None:
+    output = first_deploy.output
+    assert "+ExecStart=/usr/sbin/nginx -c /etc/dgx-spark-vllm/vllm-serve-endpoint.nginx.conf" in output
+    assert "Install nginx from the distribution" in output
+
+
+def test_it_changes_nothing_and_shows_no_key(first_deploy: FirstDeploy) -> None:
+    for data_dir in first_deploy.data_dirs:
+        assert not data_dir.exists(), f"{data_dir} was created in check mode"
+    acting = [verb for verb in first_deploy.systemctl if verb not in READ_ONLY_SYSTEMCTL]
+    assert acting == [], f"systemctl asked to act in check mode: {acting}"
+    writes = [request for request in first_deploy.docker_requests if not request.startswith(("GET ", "HEAD "))]
+    assert writes == [], f"Docker asked to change something in check mode: {writes}"
+    assert VAULT["vault_vllm_serve_api_key"] not in first_deploy.output

@@ -1,0 +1,103 @@
+"""playbooks/preflight.yml for four Sparks as two replicas of tensor parallel 2
+(dgx_spark_replicas), through Ansible with recorded facts: the four-node inventory of
+test_preflight_four_nodes (the example inventory plus spark3 and spark4).
+
+A valid 2 x 2 inventory passes; each way the replicas can contradict the inventory or the layout
+is refused before anything changes, naming the host or group, the variable and the fix.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from support.ansible_run import (
+    REPO,
+    flat_output,
+    run_ansible_playbook,
+    write_ansible_cfg,
+    write_fact_cache,
+    write_overlay_inventory,
+)
+from test_preflight import VAULT, local_host_vars
+from test_preflight_four_nodes import FABRIC, facts_of, run_preflight
+
+A = {"name": "a", "head": "spark1", "nodes": ["spark1", "spark2"]}
+B = {"name": "b", "head": "spark3", "nodes": ["spark3", "spark4"]}
+
+
+def replicas(groups: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+    """Extra vars: the mp executor, tensor parallel 2 per group, and these groups."""
+    return {"dgx_spark_executor": "mp", "vllm_serve_tensor_parallel_size": 2,
+            "vllm_serve_pipeline_parallel_size": 1, "dgx_spark_replicas": groups, **extra}
+
+
+def test_two_replicas_of_tensor_parallel_2_pass(tmp_path: Path) -> None:
+    rc, output = run_preflight(tmp_path, replicas([A, B]))
+    assert rc == 0, output[-4000:]
+    for host in FABRIC:
+        assert f"{host} : ok=" in output, output[-2000:]
+    assert "changed=0" in output and "failed=0" in output
+
+
+def test_the_example_replica_inventory_passes(tmp_path: Path) -> None:
+    """inventories/sparks-replicas as it is, run locally from the recorded facts."""
+    cache = write_fact_cache(tmp_path / "facts", {host: facts_of(host) for host in FABRIC})
+    overlay = write_overlay_inventory(tmp_path / "overlay", local_host_vars(None, FABRIC))
+    proc = run_ansible_playbook(REPO / "playbooks/preflight.yml", [REPO / "inventories/sparks-replicas", overlay],
+                                extra_vars={"dgx_spark_gather_facts": False, **VAULT},
+                                config=write_ansible_cfg(tmp_path, fact_cache=cache), cwd=tmp_path)
+    output = flat_output(proc)
+    assert proc.returncode == 0, output[-4000:]
+    assert "changed=0" in output and "failed=0" in output
+
+
+@pytest.mark.parametrize("case, extra, expected", [
+    ("a group whose size does not match the layout",
+     replicas([A, B], vllm_serve_tensor_parallel_size=4),
+     ["dgx_spark_replicas group 'a' has 2 node(s) (spark1, spark2)",
+      "vllm_serve_tensor_parallel_size 4 x vllm_serve_pipeline_parallel_size 1 / dgx_spark_gpus_per_node 1 = 4",
+      "give every group 4 node(s), or change the layout in group_vars/sparks"]),
+    ("a node in two groups",
+     replicas([A, {"name": "b", "head": "spark3", "nodes": ["spark3", "spark2"]}]),
+     ["Host spark2 is in more than one dgx_spark_replicas group (a, b)", "remove it from all but one",
+      "Host spark4 is in no dgx_spark_replicas group"]),
+    ("a group without a head",
+     replicas([A, {"name": "b", "nodes": ["spark3", "spark4"]}]),
+     ["dgx_spark_replicas group 'b' has no head: set head: to the one of its nodes (spark3, spark4)"]),
+    ("a head that is not among its group's nodes",
+     replicas([A, {"name": "b", "head": "spark1", "nodes": ["spark3", "spark4"]}]),
+     ["Host spark1, head of dgx_spark_replicas group 'b', is not among its nodes (spark3, spark4)"]),
+    ("a node in no group",
+     replicas([A, {"name": "b", "head": "spark3", "nodes": ["spark3"]}], vllm_serve_tensor_parallel_size=1,
+              dgx_spark_replicas=[{"name": "a", "head": "spark1", "nodes": ["spark1"]},
+                                  {"name": "b", "head": "spark3", "nodes": ["spark3"]},
+                                  {"name": "c", "head": "spark2", "nodes": ["spark2"]}]),
+     ["Host spark4 is in no dgx_spark_replicas group", "Add it to a group's nodes in group_vars/sparks"]),
+    ("a name that is not a host of sparks",
+     replicas([A, {"name": "b", "head": "spark3", "nodes": ["spark3", "spark5"]}]),
+     ["Host spark5 in dgx_spark_replicas group 'b' is not a host of the inventory group sparks",
+      "or add the host to hosts.yml"]),
+    ("two groups with one name",
+     replicas([A, {**B, "name": "a"}]),
+     ["dgx_spark_replicas has two groups named 'a' (entries 1 and 2)", "give each group its own name"]),
+    ("the cluster head heading no group",
+     replicas([{**A, "head": "spark2"}, B]),
+     ["Host spark1 (spark_head, where the endpoint is) is the head of no dgx_spark_replicas group",
+      "Make spark1 the head: of the group it is in"]),
+    ("replicas with the ray executor",
+     replicas([A, B], dgx_spark_executor="ray"),
+     ["dgx_spark_replicas is set, but dgx_spark_executor is ray: replicas need the mp executor",
+      "Set dgx_spark_executor: mp in group_vars/sparks"]),
+    ("the replicas' internal API port on the API port",
+     replicas([A, B], dgx_spark_replica_api_port=8000),
+     ["The cluster's ports must be distinct TCP ports", "\"dgx_spark_replica_api_port\": 8000"]),
+])
+def test_bad_replicas_are_refused_naming_host_variable_and_fix(
+        tmp_path: Path, case: str, extra: dict[str, Any], expected: list[str]) -> None:
+    rc, output = run_preflight(tmp_path, extra)
+    assert rc != 0, f"{case}: preflight passed"
+    assert "changed=1" not in output, f"{case}: something changed"
+    for needle in expected:
+        assert needle in output, f"{case}: {needle!r} not in output:\n{output[-3000:]}"

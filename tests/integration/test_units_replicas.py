@@ -1,0 +1,191 @@
+"""The serving units, guard settings and balancer of four Sparks as two replicas of tensor
+parallel 2, rendered with what the preflight published (the four-node inventory of
+test_preflight_four_nodes, recorded facts) - and, without replicas, exactly the units the
+previous version rendered.
+
+- Each group is its own launch: --nnodes 2, rank 0 on its head then its other node, its head's
+  fabric address as --master-addr, --headless on the other node; each group head's API on its own
+  fabric address and dgx_spark_replica_api_port, with the key file; the workers' guards follow
+  their own group head's epoch.
+- The balancer (nginx, on spark1 only) sends to both replica heads' fabric APIs, never holds the
+  key, and listens where the API listened without replicas.
+"""
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from support.ansible_run import (
+    REPO,
+    flat_output,
+    run_ansible_playbook,
+    write_ansible_cfg,
+    write_fact_cache,
+    write_overlay_inventory,
+)
+from test_preflight import VAULT, local_host_vars
+from test_preflight_four_nodes import FABRIC, NEW_WORKERS, facts_of
+
+REPLICAS = [{"name": "a", "head": "spark1", "nodes": ["spark1", "spark2"]},
+            {"name": "b", "head": "spark3", "nodes": ["spark3", "spark4"]}]
+ROLE_FILES = ["roles/dgx_spark/defaults/main.yml", "roles/dgx_spark/vars/main.yml",
+              "roles/docker_image/defaults/main.yml", "roles/vllm_serve/defaults/main.yml",
+              "roles/vllm_serve/vars/main.yml"]
+RENDER = """\
+- name: Preflight
+  ansible.builtin.import_playbook: {preflight}
+
+- name: Render serving with what the preflight published
+  hosts: sparks
+  gather_facts: false
+  vars_files: {vars_files}
+  tasks:
+    - name: Render the serving unit
+      ansible.builtin.template:
+        src: {serve}
+        dest: "{{{{ out }}}}/{{{{ inventory_hostname }}}}-serve.service"
+        mode: "0644"
+    - name: Write the guard's settings
+      ansible.builtin.copy:
+        content: "{{{{ __vllm_serve_guard_config | to_json }}}}"
+        dest: "{{{{ out }}}}/{{{{ inventory_hostname }}}}-guard.json"
+        mode: "0644"
+    - name: Render the balancer
+      ansible.builtin.template:
+        src: "{{{{ item.src }}}}"
+        dest: "{{{{ out }}}}/{{{{ inventory_hostname }}}}-{{{{ item.name }}}}"
+        mode: "0644"
+      loop: {balancer}
+      when: dgx_spark_has_replicas | default(false) and dgx_spark_is_head
+"""
+
+
+def render(tmp: Path, root: Path, extra: dict[str, Any], four: bool, balancer: bool = True) -> dict[str, str]:
+    """Run the preflight, then render the role files under ``root`` (the checkout, or an older
+    version's copy) for every node. Returns file name -> text."""
+    out = tmp / "out"
+    out.mkdir(parents=True)
+    hosts = ["spark1", "spark2", *(NEW_WORKERS if four else ())]
+    cache = write_fact_cache(tmp / "facts", {host: facts_of(host) for host in hosts})
+    listing = ({"all": {"children": {"sparks": {"children": {
+        "spark_workers": {"hosts": {host: {} for host in NEW_WORKERS}}}}}}} if four else None)
+    overlay = write_overlay_inventory(tmp / "overlay", local_host_vars(
+        {host: {"ansible_host_ib": FABRIC[host]} for host in NEW_WORKERS if four}, hosts), listing)
+    templates = root / "roles/vllm_serve/templates"
+    playbook = tmp / "render.yml"
+    playbook.write_text(RENDER.format(
+        preflight=REPO / "playbooks/preflight.yml",
+        vars_files=json.dumps([str(root / f) for f in ROLE_FILES]),
+        serve=templates / "vllm-serve.service.j2",
+        balancer=json.dumps([{"name": "endpoint.service", "src": str(templates / "vllm-serve-endpoint.service.j2")},
+                             {"name": "endpoint.nginx.conf",
+                              "src": str(templates / "vllm-serve-endpoint.nginx.conf.j2")}]
+                            if balancer else [])))
+    proc = run_ansible_playbook(playbook, [REPO / "inventories/sparks", overlay],
+                                extra_vars={"dgx_spark_gather_facts": False, "out": str(out), **VAULT, **extra},
+                                config=write_ansible_cfg(tmp, fact_cache=cache), cwd=tmp)
+    assert proc.returncode == 0, flat_output(proc)[-3000:]
+    return {path.name: path.read_text() for path in out.iterdir()}
+
+
+def exec_start(unit: str) -> list[str]:
+    joined = unit.replace("\\\n", " ")
+    line = next(line for line in joined.splitlines() if line.startswith("ExecStart="))
+    return shlex.split(line.removeprefix("ExecStart="))
+
+
+def option(argv: list[str], name: str) -> str | None:
+    return argv[argv.index(name) + 1] if name in argv else None
+
+
+@pytest.fixture(scope="module")
+def replicas(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    return render(tmp_path_factory.mktemp("replicas"), REPO,
+                  {"dgx_spark_executor": "mp", "vllm_serve_tensor_parallel_size": 2,
+                   "dgx_spark_replicas": REPLICAS}, four=True)
+
+
+@pytest.mark.parametrize("host, rank, head", [("spark1", 0, "spark1"), ("spark2", 1, "spark1"),
+                                              ("spark3", 0, "spark3"), ("spark4", 1, "spark3")])
+def test_each_group_is_its_own_launch(replicas: dict[str, str], host: str, rank: int, head: str) -> None:
+    argv = exec_start(replicas[f"{host}-serve.service"])
+    assert option(argv, "--nnodes") == "2", argv
+    assert option(argv, "--node-rank") == str(rank), argv
+    assert option(argv, "--master-addr") == FABRIC[head], argv
+    assert option(argv, "--tensor-parallel-size") == "2", argv
+    assert ("--headless" in argv) == (rank != 0), argv
+
+
+@pytest.mark.parametrize("host", ["spark1", "spark3"])
+def test_each_group_head_serves_its_api_on_its_fabric_address_with_the_key(replicas: dict[str, str],
+                                                                           host: str) -> None:
+    argv = exec_start(replicas[f"{host}-serve.service"])
+    assert option(argv, "--host") == FABRIC[host] and option(argv, "--port") == "8001", argv
+    assert any(arg.endswith(":/run/secrets/dgx-spark-vllm.env:ro") for arg in argv), argv
+    guard = json.loads(replicas[f"{host}-guard.json"])
+    assert guard["role"] == "head" and guard["api_url"] == f"http://{FABRIC[host]}:8001"
+    assert guard["epoch_bind"] == FABRIC[host]
+
+
+@pytest.mark.parametrize("host, head", [("spark2", "spark1"), ("spark4", "spark3")])
+def test_workers_follow_their_own_group_head(replicas: dict[str, str], host: str, head: str) -> None:
+    argv = exec_start(replicas[f"{host}-serve.service"])
+    assert "--host" not in argv and not any("secrets" in arg for arg in argv), argv
+    guard = json.loads(replicas[f"{host}-guard.json"])
+    assert guard == {**guard, "role": "worker", "epoch_url": f"http://{FABRIC[head]}:29596/epoch"}
+
+
+def test_the_balancer_is_on_the_cluster_head_only(replicas: dict[str, str]) -> None:
+    assert {name for name in replicas if "endpoint" in name} == {"spark1-endpoint.service",
+                                                                  "spark1-endpoint.nginx.conf"}
+
+
+def test_the_balancer_sends_to_both_replica_heads_on_the_fabric(replicas: dict[str, str]) -> None:
+    conf = replicas["spark1-endpoint.nginx.conf"]
+    servers = [line.split()[1] for line in conf.splitlines() if line.strip().startswith("server ") and line.strip().endswith(";")]
+    assert servers == [f"{FABRIC['spark1']}:8001", f"{FABRIC['spark3']}:8001"], conf
+    for needle in ["least_conn;", "max_fails=1 fail_timeout=10s", "listen 8000;", "proxy_buffering off;",
+                   "proxy_read_timeout 3600s;", "proxy_next_upstream error timeout http_502 http_503 http_504"]:
+        assert needle in conf, needle
+    assert conf.startswith("#")
+
+
+def test_no_key_in_the_balancer(replicas: dict[str, str]) -> None:
+    key = VAULT["vault_vllm_serve_api_key"]
+    for name, text in replicas.items():
+        assert key not in text, name
+
+
+def test_the_balancer_unit_runs_nginx_on_its_own_configuration(replicas: dict[str, str]) -> None:
+    unit = replicas["spark1-endpoint.service"]
+    assert "ExecStart=/usr/sbin/nginx -c /etc/dgx-spark-vllm/vllm-serve-endpoint.nginx.conf" in unit
+    assert "ExecReload=/bin/kill -HUP $MAINPID" in unit
+
+
+def old_tree(tmp: Path, ref: str) -> Path:
+    """The role files of ``ref`` (the version before replicas), in a folder of their own."""
+    root = tmp / "old"
+    for name in [*ROLE_FILES, "roles/vllm_serve/templates/vllm-serve.service.j2"]:
+        text = subprocess.run(["git", "-C", str(REPO), "show", f"{ref}:{name}"], capture_output=True,
+                              text=True, check=True).stdout
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root
+
+
+BEFORE = "325d7f6~1"  # the commit before replicas
+
+
+@pytest.mark.parametrize("executor", ["mp", "ray"])
+def test_without_replicas_the_units_are_what_they_were(tmp_path: Path, executor: str) -> None:
+    new = render(tmp_path / "new", REPO, {"dgx_spark_executor": executor}, four=False, balancer=False)
+    old = render(tmp_path / "old", old_tree(tmp_path, BEFORE), {"dgx_spark_executor": executor}, four=False,
+                 balancer=False)
+    assert new.keys() == old.keys()
+    for name in new:
+        assert new[name] == old[name], name
