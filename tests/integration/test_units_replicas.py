@@ -55,6 +55,11 @@ RENDER = """\
         content: "{{{{ __vllm_serve_guard_config | to_json }}}}"
         dest: "{{{{ out }}}}/{{{{ inventory_hostname }}}}-guard.json"
         mode: "0644"
+    - name: Write the serving environment
+      ansible.builtin.copy:
+        content: "{{{{ __vllm_serve_env | to_json }}}}"
+        dest: "{{{{ out }}}}/{{{{ inventory_hostname }}}}-env.json"
+        mode: "0644"
     - name: Render the balancer
       ansible.builtin.template:
         src: "{{{{ item.src }}}}"
@@ -119,6 +124,8 @@ def test_each_group_is_its_own_launch(replicas: dict[str, str], host: str, rank:
     assert option(argv, "--master-addr") == FABRIC[head], argv
     assert option(argv, "--tensor-parallel-size") == "2", argv
     assert ("--headless" in argv) == (rank != 0), argv
+    env = json.loads(replicas[f"{host}-env.json"])
+    assert (env["MASTER_ADDR"], env["VLLM_HOST_IP"]) == (FABRIC[head], FABRIC[host]), env
 
 
 @pytest.mark.parametrize("host", ["spark1", "spark3"])
