@@ -143,7 +143,7 @@ def probe(args: list[str]) -> int:
             stage, detail = probe_once(url, model, key, prompt)
         if stage in ("ready", "down") or time.monotonic() > deadline:
             break
-        time.sleep(3)
+        time.sleep(1)
     print(json.dumps({"stage": stage, "detail": detail, "log": latest_log(unit),
                       "state": state, "restarts": restarts}))
     return 0
