@@ -42,9 +42,9 @@ class FirstDeploy:
         self.data_dirs = data_dirs
 
 
-@pytest.fixture(scope="module")
-def first_deploy(tmp_path_factory: pytest.TempPathFactory) -> FirstDeploy:
-    tmp = tmp_path_factory.mktemp("check")
+def check_mode_first_deploy(tmp: Path, extra_vars: dict[str, object]) -> FirstDeploy:
+    """site.yml --check --diff on the example inventory with ``extra_vars``, against fresh-node
+    stand-ins under ``tmp`` (test_check_mode_replicas.py runs it too)."""
     fake_bin = tmp / "bin"
     log = tmp / "systemctl.log"
     write_systemctl(fake_bin, log)
@@ -53,13 +53,13 @@ def first_deploy(tmp_path_factory: pytest.TempPathFactory) -> FirstDeploy:
     overlay = write_overlay_inventory(tmp / "overlay", local_host_vars(
         {host: {"dgx_spark_data_dir": str(path)} for host, path in data_dirs.items()}))
     # A short path: unix socket paths are limited to about 100 characters.
-    socket = Path(f"/tmp/dgx-spark-vllm-test-docker-{os.getpid()}.sock")
+    socket = Path(f"/tmp/dgx-spark-vllm-test-docker-{os.getpid()}-{tmp.name[-8:]}.sock")
     with DockerEngine(socket) as engine, pytest.MonkeyPatch.context() as env:
         env.setenv("DOCKER_HOST", engine.url)
         env.setenv("PATH", f"{fake_bin}{os.pathsep}{os.environ['PATH']}")
         proc = run_ansible_playbook(REPO / "site.yml", [REPO / "inventories/sparks", overlay],
                                     extra_vars={"dgx_spark_gather_facts": False, "ib_network_verify": False,
-                                                **VAULT},
+                                                **extra_vars, **VAULT},
                                     extra_args=["--check", "--diff"],
                                     config=write_ansible_cfg(tmp, fact_cache=cache), cwd=tmp, timeout=600)
         requests = engine.requests
@@ -67,6 +67,11 @@ def first_deploy(tmp_path_factory: pytest.TempPathFactory) -> FirstDeploy:
     (tmp / "output.txt").write_text(proc.stdout + proc.stderr)
     return FirstDeploy(proc.returncode, flat_output(proc), requests, systemctl_verbs(log),
                        list(data_dirs.values()))
+
+
+@pytest.fixture(scope="module")
+def first_deploy(tmp_path_factory: pytest.TempPathFactory) -> FirstDeploy:
+    return check_mode_first_deploy(tmp_path_factory.mktemp("check"), {})
 
 
 def recap(output: str, host: str) -> dict[str, int]:

@@ -8,23 +8,11 @@ changes, and the API key appears nowhere in the output.
 """
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 
-from support.ansible_run import (
-    REPO,
-    flat_output,
-    run_ansible_playbook,
-    write_ansible_cfg,
-    write_fact_cache,
-    write_overlay_inventory,
-)
-from support.facts import load_facts
-from support.fresh_node import READ_ONLY_SYSTEMCTL, DockerEngine, systemctl_verbs, write_systemctl
-from test_check_mode_first_deploy import FirstDeploy, recap
-from test_preflight import HOSTS, VAULT, local_host_vars
+from support.fresh_node import READ_ONLY_SYSTEMCTL
+from test_check_mode_first_deploy import FirstDeploy, check_mode_first_deploy, recap
+from test_preflight import HOSTS, VAULT
 
 FABRIC = {"spark1": "192.168.200.12", "spark2": "192.168.200.13"}
 REPLICAS = [{"name": "a", "head": "spark1", "nodes": ["spark1"]},
@@ -33,28 +21,8 @@ REPLICAS = [{"name": "a", "head": "spark1", "nodes": ["spark1"]},
 
 @pytest.fixture(scope="module")
 def first_deploy(tmp_path_factory: pytest.TempPathFactory) -> FirstDeploy:
-    tmp = tmp_path_factory.mktemp("check-replicas")
-    fake_bin = tmp / "bin"
-    log = tmp / "systemctl.log"
-    write_systemctl(fake_bin, log)
-    data_dirs = {host: tmp / host / "data" for host in HOSTS}
-    cache = write_fact_cache(tmp / "facts", {host: load_facts(host) for host in HOSTS})
-    overlay = write_overlay_inventory(tmp / "overlay", local_host_vars(
-        {host: {"dgx_spark_data_dir": str(path)} for host, path in data_dirs.items()}))
-    socket = Path(f"/tmp/dgx-spark-vllm-test-docker-r{os.getpid()}.sock")
-    with DockerEngine(socket) as engine, pytest.MonkeyPatch.context() as env:
-        env.setenv("DOCKER_HOST", engine.url)
-        env.setenv("PATH", f"{fake_bin}{os.pathsep}{os.environ['PATH']}")
-        proc = run_ansible_playbook(REPO / "site.yml", [REPO / "inventories/sparks", overlay],
-                                    extra_vars={"dgx_spark_gather_facts": False, "ib_network_verify": False,
-                                                "dgx_spark_executor": "mp", "vllm_serve_tensor_parallel_size": 1,
-                                                "dgx_spark_replicas": REPLICAS, **VAULT},
-                                    extra_args=["--check", "--diff"],
-                                    config=write_ansible_cfg(tmp, fact_cache=cache), cwd=tmp, timeout=600)
-        requests = engine.requests
-    (tmp / "output.txt").write_text(proc.stdout + proc.stderr)
-    return FirstDeploy(proc.returncode, flat_output(proc), requests, systemctl_verbs(log),
-                       list(data_dirs.values()))
+    return check_mode_first_deploy(tmp_path_factory.mktemp("check-replicas"), {
+        "dgx_spark_executor": "mp", "vllm_serve_tensor_parallel_size": 1, "dgx_spark_replicas": REPLICAS})
 
 
 def test_every_layer_runs_through_without_failing(first_deploy: FirstDeploy) -> None:
