@@ -28,3 +28,9 @@ def sparks() -> tuple[Facts, Facts]:
     """The deployment: spark1 LAN 10.1.230.180 (default route) and spark2 LAN 10.1.231.44
     (default route), fabric 192.168.200.12/13 on enp1s0f0np0, docker0 on both."""
     return load_facts("spark1"), load_facts("spark2")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "images: runs real containers of the test images (support/images.py); "
+        "tools/test runs these once the images are built")

@@ -5,14 +5,13 @@ from the Hub stand-in (tools/hub-standin.py, a local process): it needs the
 token, it reports progress, and a download cut half way resumes on the next run
 (the stand-in's log counts the bytes it sent), and a file that arrives corrupted
 is refused. Needs Docker and the serving
-image (tools/build-test-images serving); skipped otherwise.
+image (tools/build-test-images serving); fails without them.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -23,9 +22,10 @@ from pathlib import Path
 
 import pytest
 
+from support.images import TEST_IMAGES, require_docker_images
+
 REPO = Path(__file__).resolve().parents[2]
-IMAGE = next(line.split("=", 1)[1] for line in (REPO / "tools/test-images.env").read_text().splitlines()
-             if line.startswith("SERVING_IMAGE="))
+IMAGE = TEST_IMAGES["SERVING_IMAGE"]
 HUB = REPO / "tools/hub-standin.py"
 DOWNLOADER = REPO / "roles/vllm_serve/files/hub_download.py"
 REPO_ID = "test-org/resume-model"
@@ -34,14 +34,12 @@ BIG = 24 * 1024 * 1024  # served at RATE: about 6 s, cut half way
 RATE = 4 * 1024 * 1024
 
 
-def _docker_ready() -> bool:
-    if shutil.which("docker") is None:
-        return False
-    probe = subprocess.run(["docker", "image", "inspect", IMAGE], capture_output=True, check=False)
-    return probe.returncode == 0
+pytestmark = pytest.mark.images
 
 
-pytestmark = pytest.mark.skipif(not _docker_ready(), reason=f"needs Docker and {IMAGE}")
+@pytest.fixture(autouse=True, scope="module")
+def _docker_and_image() -> None:
+    require_docker_images(IMAGE)
 
 
 @dataclass

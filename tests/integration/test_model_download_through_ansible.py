@@ -3,13 +3,12 @@
 The head here is localhost (its Docker engine runs the serving image's download
 container on the host network); the Hub stand-in (tools/hub-standin.py) is a
 local process that wants the token and serves slowly enough for progress lines
-to show. Needs root, Docker and the serving image; skipped otherwise.
+to show. Needs root, Docker and the serving image; fails without them.
 """
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -20,21 +19,20 @@ from pathlib import Path
 import pytest
 
 from support.ansible_run import flat_output, run_ansible_playbook, write_ansible_cfg
+from support.images import TEST_IMAGES, require_docker_images
 
 REPO = Path(__file__).resolve().parents[2]
-IMAGE = next(line.split("=", 1)[1] for line in (REPO / "tools/test-images.env").read_text().splitlines()
-             if line.startswith("SERVING_IMAGE="))
+IMAGE = TEST_IMAGES["SERVING_IMAGE"]
 TOKEN = "hf_token_that_must_not_leak_0123"
 REPO_ID = "test-org/tiny"
 
 
-def _ready() -> bool:
-    if os.geteuid() != 0 or shutil.which("docker") is None:
-        return False
-    return subprocess.run(["docker", "image", "inspect", IMAGE], capture_output=True, check=False).returncode == 0
+pytestmark = pytest.mark.images
 
 
-pytestmark = pytest.mark.skipif(not _ready(), reason=f"needs root, Docker and {IMAGE}")
+@pytest.fixture(autouse=True, scope="module")
+def _docker_and_image() -> None:
+    require_docker_images(IMAGE, root=True)
 
 PLAY = """\
 - hosts: localhost

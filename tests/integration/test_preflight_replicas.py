@@ -2,8 +2,12 @@
 (dgx_spark_replicas), through Ansible with recorded facts: the four-node inventory of
 test_preflight_four_nodes (the example inventory plus spark3 and spark4).
 
-A valid 2 x 2 inventory passes; each way the replicas can contradict the inventory or the layout
-is refused before anything changes, naming the host or group, the variable and the fix.
+The example 2 x 2 inventory passes; a group whose size does not match the layout, a node in two
+groups, a group without a head and the replicas' port on the API port are refused before
+anything changes, naming the host or group, the variable and the fix. Every other refusal of the
+replicas' filter is checked, message by message, on the filter itself
+(tests/unit/plugins/filter/test_replica_errors.py): through Ansible, each case costs a whole
+preflight run.
 """
 from __future__ import annotations
 
@@ -33,14 +37,6 @@ def replicas(groups: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
             "vllm_serve_pipeline_parallel_size": 1, "dgx_spark_replicas": groups, **extra}
 
 
-def test_two_replicas_of_tensor_parallel_2_pass(tmp_path: Path) -> None:
-    rc, output = run_preflight(tmp_path, replicas([A, B]))
-    assert rc == 0, output[-4000:]
-    for host in FABRIC:
-        assert f"{host} : ok=" in output, output[-2000:]
-    assert "changed=0" in output and "failed=0" in output
-
-
 def test_the_example_replica_inventory_passes(tmp_path: Path) -> None:
     """inventories/sparks-replicas as it is, run locally from the recorded facts."""
     cache = write_fact_cache(tmp_path / "facts", {host: facts_of(host) for host in FABRIC})
@@ -50,6 +46,8 @@ def test_the_example_replica_inventory_passes(tmp_path: Path) -> None:
                                 config=write_ansible_cfg(tmp_path, fact_cache=cache), cwd=tmp_path)
     output = flat_output(proc)
     assert proc.returncode == 0, output[-4000:]
+    for host in FABRIC:
+        assert f"{host} : ok=" in output, output[-2000:]
     assert "changed=0" in output and "failed=0" in output
 
 
@@ -66,30 +64,6 @@ def test_the_example_replica_inventory_passes(tmp_path: Path) -> None:
     ("a group without a head",
      replicas([A, {"name": "b", "nodes": ["spark3", "spark4"]}]),
      ["dgx_spark_replicas group 'b' has no head: set head: to the one of its nodes (spark3, spark4)"]),
-    ("a head that is not among its group's nodes",
-     replicas([A, {"name": "b", "head": "spark1", "nodes": ["spark3", "spark4"]}]),
-     ["Host spark1, head of dgx_spark_replicas group 'b', is not among its nodes (spark3, spark4)"]),
-    ("a node in no group",
-     replicas([A, {"name": "b", "head": "spark3", "nodes": ["spark3"]}], vllm_serve_tensor_parallel_size=1,
-              dgx_spark_replicas=[{"name": "a", "head": "spark1", "nodes": ["spark1"]},
-                                  {"name": "b", "head": "spark3", "nodes": ["spark3"]},
-                                  {"name": "c", "head": "spark2", "nodes": ["spark2"]}]),
-     ["Host spark4 is in no dgx_spark_replicas group", "Add it to a group's nodes in group_vars/sparks"]),
-    ("a name that is not a host of sparks",
-     replicas([A, {"name": "b", "head": "spark3", "nodes": ["spark3", "spark5"]}]),
-     ["Host spark5 in dgx_spark_replicas group 'b' is not a host of the inventory group sparks",
-      "or add the host to hosts.yml"]),
-    ("two groups with one name",
-     replicas([A, {**B, "name": "a"}]),
-     ["dgx_spark_replicas has two groups named 'a' (entries 1 and 2)", "give each group its own name"]),
-    ("the cluster head heading no group",
-     replicas([{**A, "head": "spark2"}, B]),
-     ["Host spark1 (spark_head, where the endpoint is) is the head of no dgx_spark_replicas group",
-      "Make spark1 the head: of the group it is in"]),
-    ("replicas with the ray executor",
-     replicas([A, B], dgx_spark_executor="ray"),
-     ["dgx_spark_replicas is set, but dgx_spark_executor is ray: replicas need the mp executor",
-      "Set dgx_spark_executor: mp in group_vars/sparks"]),
     ("the replicas' internal API port on the API port",
      replicas([A, B], dgx_spark_replica_api_port=8000),
      ["The cluster's ports must be distinct TCP ports", "\"dgx_spark_replica_api_port\": 8000"]),

@@ -3,7 +3,7 @@
 The registry (tools/images/registry: Debian's docker-registry, basic auth over TLS) runs with its
 port published on 127.0.0.1, which Docker trusts without a CA; this machine's Docker engine plays
 the head. The login must work, must be needed, and must leave nothing behind. Needs root, Docker
-and the registry image (tools/build-test-images registry); skipped otherwise.
+and the registry image (tools/build-test-images registry); fails without them.
 """
 from __future__ import annotations
 
@@ -20,23 +20,20 @@ from pathlib import Path
 import pytest
 
 from support.ansible_run import flat_output, run_ansible_playbook, write_ansible_cfg
+from support.images import TEST_IMAGES, require_docker_images
 
 REPO = Path(__file__).resolve().parents[2]
-ENV = dict(line.split("=", 1) for line in (REPO / "tools/test-images.env").read_text().splitlines()
-           if "=" in line and not line.startswith("#"))
-REGISTRY_IMAGE = ENV["REGISTRY_IMAGE"]
-SMALL_IMAGE = ENV["REGISTRY_IMAGE_BASE"]  # any small local image will do
+REGISTRY_IMAGE = TEST_IMAGES["REGISTRY_IMAGE"]
+SMALL_IMAGE = TEST_IMAGES["REGISTRY_IMAGE_BASE"]  # any small local image will do
 USER, PASSWORD = "tester", "registry-password-must-not-leak-42"
 
 
-def _ready() -> bool:
-    if os.geteuid() != 0 or shutil.which("docker") is None:
-        return False
-    return subprocess.run(["docker", "image", "inspect", REGISTRY_IMAGE, SMALL_IMAGE], capture_output=True,
-                          check=False).returncode == 0
+pytestmark = pytest.mark.images
 
 
-pytestmark = pytest.mark.skipif(not _ready(), reason=f"needs root, Docker and {REGISTRY_IMAGE}")
+@pytest.fixture(autouse=True, scope="module")
+def _docker_and_images() -> None:
+    require_docker_images(REGISTRY_IMAGE, SMALL_IMAGE, root=True)
 
 
 def _docker(*args: str, **kwargs: object) -> subprocess.CompletedProcess[str]:

@@ -1,7 +1,6 @@
 """The serving units, guard settings and balancer of four Sparks as two replicas of tensor
 parallel 2, rendered with what the preflight published (the four-node inventory of
-test_preflight_four_nodes, recorded facts) - and, without replicas, exactly the units the
-previous version rendered.
+test_preflight_four_nodes, recorded facts).
 
 - Each group is its own launch: --nnodes 2, rank 0 on its head then its other node, its head's
   fabric address as --master-addr, --headless on the other node; each group head's API on its own
@@ -14,7 +13,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -70,27 +68,26 @@ RENDER = """\
 """
 
 
-def render(tmp: Path, root: Path, extra: dict[str, Any], four: bool, balancer: bool = True) -> dict[str, str]:
-    """Run the preflight, then render the role files under ``root`` (the checkout, or an older
-    version's copy) for every node. Returns file name -> text."""
+def render(tmp: Path, extra: dict[str, Any]) -> dict[str, str]:
+    """Run the preflight on the four-node inventory, then render the role files for every node.
+    Returns file name -> text."""
     out = tmp / "out"
     out.mkdir(parents=True)
-    hosts = ["spark1", "spark2", *(NEW_WORKERS if four else ())]
+    hosts = ["spark1", "spark2", *NEW_WORKERS]
     cache = write_fact_cache(tmp / "facts", {host: facts_of(host) for host in hosts})
-    listing = ({"all": {"children": {"sparks": {"children": {
-        "spark_workers": {"hosts": {host: {} for host in NEW_WORKERS}}}}}}} if four else None)
+    listing = {"all": {"children": {"sparks": {"children": {
+        "spark_workers": {"hosts": {host: {} for host in NEW_WORKERS}}}}}}}
     overlay = write_overlay_inventory(tmp / "overlay", local_host_vars(
-        {host: {"ansible_host_ib": FABRIC[host]} for host in NEW_WORKERS if four}, hosts), listing)
-    templates = root / "roles/vllm_serve/templates"
+        {host: {"ansible_host_ib": FABRIC[host]} for host in NEW_WORKERS}, hosts), listing)
+    templates = REPO / "roles/vllm_serve/templates"
     playbook = tmp / "render.yml"
     playbook.write_text(RENDER.format(
         preflight=REPO / "playbooks/preflight.yml",
-        vars_files=json.dumps([str(root / f) for f in ROLE_FILES]),
+        vars_files=json.dumps([str(REPO / f) for f in ROLE_FILES]),
         serve=templates / "vllm-serve.service.j2",
         balancer=json.dumps([{"name": "endpoint.service", "src": str(templates / "vllm-serve-endpoint.service.j2")},
                              {"name": "endpoint.nginx.conf",
-                              "src": str(templates / "vllm-serve-endpoint.nginx.conf.j2")}]
-                            if balancer else [])))
+                              "src": str(templates / "vllm-serve-endpoint.nginx.conf.j2")}])))
     proc = run_ansible_playbook(playbook, [REPO / "inventories/sparks", overlay],
                                 extra_vars={"dgx_spark_gather_facts": False, "out": str(out), **VAULT, **extra},
                                 config=write_ansible_cfg(tmp, fact_cache=cache), cwd=tmp)
@@ -110,9 +107,8 @@ def option(argv: list[str], name: str) -> str | None:
 
 @pytest.fixture(scope="module")
 def replicas(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    return render(tmp_path_factory.mktemp("replicas"), REPO,
-                  {"dgx_spark_executor": "mp", "vllm_serve_tensor_parallel_size": 2,
-                   "dgx_spark_replicas": REPLICAS}, four=True)
+    return render(tmp_path_factory.mktemp("replicas"),
+                  {"dgx_spark_executor": "mp", "vllm_serve_tensor_parallel_size": 2, "dgx_spark_replicas": REPLICAS})
 
 
 @pytest.mark.parametrize("host, rank, head", [("spark1", 0, "spark1"), ("spark2", 1, "spark1"),
@@ -172,27 +168,3 @@ def test_the_balancer_unit_runs_nginx_on_its_own_configuration(replicas: dict[st
     unit = replicas["spark1-endpoint.service"]
     assert "ExecStart=/usr/sbin/nginx -c /etc/dgx-spark-vllm/vllm-serve-endpoint.nginx.conf" in unit
     assert "ExecReload=/bin/kill -HUP $MAINPID" in unit
-
-
-def old_tree(tmp: Path, ref: str) -> Path:
-    """The role files of ``ref`` (the version before replicas), in a folder of their own."""
-    root = tmp / "old"
-    for name in [*ROLE_FILES, "roles/vllm_serve/templates/vllm-serve.service.j2"]:
-        text = subprocess.run(["git", "-C", str(REPO), "show", f"{ref}:{name}"], capture_output=True,
-                              text=True, check=True).stdout
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(text)
-    return root
-
-
-BEFORE = "325d7f6~1"  # the commit before replicas
-
-
-@pytest.mark.parametrize("executor", ["mp", "ray"])
-def test_without_replicas_the_units_are_what_they_were(tmp_path: Path, executor: str) -> None:
-    new = render(tmp_path / "new", REPO, {"dgx_spark_executor": executor}, four=False, balancer=False)
-    old = render(tmp_path / "old", old_tree(tmp_path, BEFORE), {"dgx_spark_executor": executor}, four=False,
-                 balancer=False)
-    assert new.keys() == old.keys()
-    for name in new:
-        assert new[name] == old[name], name
