@@ -34,6 +34,7 @@ pytestmark = pytest.mark.images
 def _docker_and_image() -> None:
     require_docker_images(IMAGE, root=True)
 
+
 PLAY = """\
 - hosts: localhost
   gather_facts: false
