@@ -19,6 +19,7 @@ if str(TESTS) not in sys.path:
 
 from support.ansible_run import ensure_collection_loader  # noqa: E402  (needs the path above)
 from support.facts import Facts, load_facts  # noqa: E402
+from support.images import require_docker_images  # noqa: E402
 
 ensure_collection_loader()
 
@@ -32,5 +33,11 @@ def sparks() -> tuple[Facts, Facts]:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "images: runs real containers of the test images (support/images.py); "
-        "tools/test runs these once the images are built")
+        "markers", "images(*names, root=False): runs real containers of these test images "
+        "(support/images.py); tools/test runs these once the images are built")
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    marker = item.get_closest_marker("images")
+    if marker is not None:
+        require_docker_images(*marker.args, **marker.kwargs)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from support.images import TEST_IMAGES, require_docker_images
+from support.images import TEST_IMAGES
 
 REPO = Path(__file__).resolve().parents[2]
 IMAGE = TEST_IMAGES["SERVING_IMAGE"]
@@ -34,12 +34,7 @@ BIG = 24 * 1024 * 1024  # served at RATE: about 6 s, cut half way
 RATE = 4 * 1024 * 1024
 
 
-pytestmark = pytest.mark.images
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _docker_and_image() -> None:
-    require_docker_images(IMAGE)
+pytestmark = pytest.mark.images(IMAGE)
 
 
 @dataclass

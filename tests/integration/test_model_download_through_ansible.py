@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from support.ansible_run import flat_output, run_ansible_playbook, write_ansible_cfg
-from support.images import TEST_IMAGES, require_docker_images
+from support.images import TEST_IMAGES
 
 REPO = Path(__file__).resolve().parents[2]
 IMAGE = TEST_IMAGES["SERVING_IMAGE"]
@@ -27,12 +27,7 @@ TOKEN = "hf_token_that_must_not_leak_0123"
 REPO_ID = "test-org/tiny"
 
 
-pytestmark = pytest.mark.images
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _docker_and_image() -> None:
-    require_docker_images(IMAGE, root=True)
+pytestmark = pytest.mark.images(IMAGE, root=True)
 
 
 PLAY = """\

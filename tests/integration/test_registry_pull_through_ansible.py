@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from support.ansible_run import flat_output, run_ansible_playbook, write_ansible_cfg
-from support.images import TEST_IMAGES, require_docker_images
+from support.images import TEST_IMAGES
 
 REPO = Path(__file__).resolve().parents[2]
 REGISTRY_IMAGE = TEST_IMAGES["REGISTRY_IMAGE"]
@@ -28,12 +28,7 @@ SMALL_IMAGE = TEST_IMAGES["REGISTRY_IMAGE_BASE"]  # any small local image will d
 USER, PASSWORD = "tester", "registry-password-must-not-leak-42"
 
 
-pytestmark = pytest.mark.images
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _docker_and_images() -> None:
-    require_docker_images(REGISTRY_IMAGE, SMALL_IMAGE, root=True)
+pytestmark = pytest.mark.images(REGISTRY_IMAGE, SMALL_IMAGE, root=True)
 
 
 def _docker(*args: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
