@@ -9,10 +9,10 @@ from __future__ import annotations
 import re
 
 from ansible_run import flat_output
-from nodes import node_host
+from nodes import FABRIC, node_host
 from playbook_run import changed_per_node, failure, run_playbook
 
-RING = "ring spark1 (198.51.100.11) <-> spark2 (198.51.100.12)"
+RING = f"ring spark1 ({FABRIC['spark1']}) <-> spark2 ({FABRIC['spark2']})"
 GATE_ONLY = ("--tags", "ib_network_bandwidth")
 SERVING = "docker inspect --format '{{.Id}} {{.State.StartedAt}}' vllm-serve"
 FIGURE = re.compile(r"bus bandwidth over ring [^:]*: ([0-9.]+) Gb/s \(gloo\)")

@@ -23,8 +23,10 @@ from playbook_run import changed_per_node, failure, run_playbook
 NODES = ["spark1", "spark2"]
 PREFIX = "dgx-spark-vllm-test-default"
 # Seconds from the fault to serving again, restore included (a 90 s freeze counts from its start).
-# Measured on the 2-core container cluster: 25-100 s per fault; the target is 120 s.
-RECOVERY_DEADLINE = 150
+# Measured on the 2-core container cluster alone: 25-100 s per fault on a quick machine, 56-132 s on
+# a slow one; the target is 120 s. tools/test runs the ray scenario beside this one (at a lower CPU
+# weight), which can stretch a recovery by up to half again: the deadline leaves room for that.
+RECOVERY_DEADLINE = 210
 # Starts of one node's serving unit that one fault may cost: the engine's own restart, and one
 # more when its guard makes it follow the head's new engine.
 MAX_STARTS_PER_FAULT = 3

@@ -6,13 +6,14 @@ network, and nothing may change on any node.
 from __future__ import annotations
 
 from cluster_state import node_states
+from nodes import FABRIC_NETWORK, HEAD_MANAGEMENT
 from playbook_run import overlay_inventory, run_playbook
 
 NODES = ["spark1", "spark2"]
 
 
 def test_head_management_address_as_ansible_host_ib_is_refused(tmp_path):
-    bad = overlay_inventory(tmp_path / "bad-inventory", "spark1", "ansible_host_ib: 198.18.0.11\n")
+    bad = overlay_inventory(tmp_path / "bad-inventory", "spark1", f"ansible_host_ib: {HEAD_MANAGEMENT}\n")
 
     before = node_states(NODES)
     result = run_playbook("site.yml", inventories=(bad,))
@@ -21,7 +22,7 @@ def test_head_management_address_as_ansible_host_ib_is_refused(tmp_path):
     output = result.stdout + result.stderr
     assert result.returncode != 0, output
     message = next(line for line in output.splitlines() if "reachable_subnet" in line)
-    for needle in ("spark1", "ansible_host_ib", "198.18.0.11", "198.51.100.0/24"):
+    for needle in ("spark1", "ansible_host_ib", HEAD_MANAGEMENT, str(FABRIC_NETWORK)):
         assert needle in message, (needle, message)
     assert after == before
     recap = [line for line in output.splitlines() if line.startswith(("spark1 ", "spark2 "))]

@@ -1,9 +1,10 @@
 """The seed's trap, reproduced and healed: a worker whose Ray node advertises the head's fabric address.
 
 Set through the roles' own variables (ray_worker_extra_args), as a user
-copying the head's settings would. The run must fail in bounded time naming the
-missing node, with both nodes' Ray journals; site.yml with the right settings
-then heals the cluster and serving. Runs last: it breaks the cluster on purpose.
+copying the head's settings would, then (re)starting the Ray layer
+(playbooks/ray.yml). The run must fail in bounded time naming the missing node,
+with both nodes' Ray journals; site.yml with the right settings then heals the
+cluster and serving. Runs last: it breaks the cluster on purpose.
 """
 from __future__ import annotations
 
@@ -24,10 +25,10 @@ def test_worker_advertising_the_head_address_fails_in_bounded_time_with_both_jou
         "spark1": wait,
         "spark2": wait + f"ray_worker_extra_args: ['--node-ip-address={FABRIC['spark1']}']\n"}))
     started = time.monotonic()
-    result = run_playbook("site.yml", inventories=(bad,))
+    result = run_playbook("playbooks/ray.yml", inventories=(bad,))
     seconds = time.monotonic() - started
     output = result.stdout + result.stderr
-    print(f"site.yml with the worker's Ray node on the head's address failed after {seconds:.0f} s")
+    print(f"playbooks/ray.yml with the worker's Ray node on the head's address failed after {seconds:.0f} s")
     assert result.returncode != 0, output[-3000:]
     # the fatal message, with the YAML callback's line folding undone
     message = " ".join(output[output.find("fatal: "):].split())
@@ -35,7 +36,7 @@ def test_worker_advertising_the_head_address_fails_in_bounded_time_with_both_jou
     assert "Missing: spark2." in message, failure(output)
     assert "===== spark1: journalctl --unit ray-head" in message, failure(output)
     assert "===== spark2: journalctl --unit ray-worker" in message, failure(output)
-    assert seconds < WAIT + 300, seconds  # the wait, and site.yml's steps before the Ray layer
+    assert seconds < WAIT + 300, seconds  # the wait, preflight and the units' restarts, on a loaded machine
 
 
 def test_site_heals_the_cluster_and_serving():

@@ -10,12 +10,12 @@ import urllib.request
 
 import pytest
 from endpoint import COMPLETION, call
-from nodes import HF_TOKEN, node_host
+from nodes import HF_TOKEN, node_host, on_management
 
-REGISTRY = "198.18.0.50:5000"
+REGISTRY = f"{on_management(50)}:5000"
 IMAGE = f"{REGISTRY}/dgx-spark-vllm-test/serving-cpu:vllm-serve-entrypoint"
 REGISTRY_PASSWORD = "dgx-spark-test-registry-pw-7d2e"  # molecule/shared/vars/sources.yml
-HUB = "http://198.18.0.51:8080"
+HUB = f"http://{on_management(51)}:8080"
 HUB_REPO = "test-org/tiny-llama"
 SECRETS = {"registry password": REGISTRY_PASSWORD, "HF token": HF_TOKEN}
 # Every place on a node where a file could keep a secret (Docker's own image

@@ -1,15 +1,43 @@
 """Facts of the container cluster and small helpers shared by the testinfra tests."""
 from __future__ import annotations
 
+import ipaddress
 import os
 from pathlib import Path
 
 import testinfra
+import yaml
 
 FILES = Path(__file__).resolve().parent
 REPO = FILES.parents[2]
-FABRIC = {"spark1": "198.51.100.11", "spark2": "198.51.100.12"}
-HEAD_MANAGEMENT = "198.18.0.11"
+
+
+def _platforms() -> list[dict]:
+    """The running scenario's nodes and their addresses: its molecule.yml platforms (merged with the
+    base configuration), their one home; the sandbox's when no scenario runs."""
+    molecule_file = os.environ.get("MOLECULE_FILE")
+    if molecule_file and Path(molecule_file).is_file():
+        return yaml.safe_load(Path(molecule_file).read_text())["platforms"]
+    return yaml.safe_load((REPO / "molecule/shared/vars/cluster.yml").read_text())["dgx_spark_test_nodes"]
+
+
+PLATFORMS = _platforms()
+FABRIC = {p["name"]: p["fabric_address"] for p in PLATFORMS}
+HEAD_MANAGEMENT = next(p["management_address"] for p in PLATFORMS if "management_address" in p)
+FABRIC_NETWORK = ipaddress.ip_network(f"{FABRIC['spark1']}/24", strict=False)
+MANAGEMENT_NETWORK = ipaddress.ip_network(f"{HEAD_MANAGEMENT}/24", strict=False)
+
+
+def on_management(host_number: int) -> str:
+    """The address with this host number on the management network (registry .50, Hub .51, ...)."""
+    return str(MANAGEMENT_NETWORK[host_number])
+
+
+def on_fabric(host_number: int) -> str:
+    """The address with this host number on the fabric."""
+    return str(FABRIC_NETWORK[host_number])
+
+
 UNITS = {"spark1": "ray-head", "spark2": "ray-worker"}
 
 
@@ -35,7 +63,7 @@ def run_on_head(host, script: str, *args: str):
     return host.run("docker exec -i ray-head python - " + " ".join(args) + " <<'PYEOF'\n" + script + "\nPYEOF")
 
 
-API = "http://198.18.0.11:8000"
+API = f"http://{HEAD_MANAGEMENT}:8000"
 MODEL = "tiny-llama"
 HF_TOKEN = "hf_dgxsparktesttoken0c2b"  # molecule/shared/inventory/group_vars/sparks/cluster.yml
 API_KEY = "dgx-spark-test-key-5f1c9a"  # molecule/shared/inventory/group_vars/sparks/cluster.yml

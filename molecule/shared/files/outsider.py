@@ -10,13 +10,13 @@ import json
 import os
 import subprocess
 
-from nodes import REPO
+from nodes import REPO, on_fabric, on_management
 
 SCENARIO = os.environ.get("MOLECULE_SCENARIO_NAME", "default")
 PREFIX = f"dgx-spark-vllm-test-{SCENARIO}"
 NAME = f"{PREFIX}-outsider"
-LAN_ADDRESS = "198.18.0.99"
-FABRIC_ADDRESS = "198.51.100.99"
+LAN_ADDRESS = on_management(99)
+FABRIC_ADDRESS = on_fabric(99)
 
 # Every TCP port of HOST, 256 at a time; prints the ones that accept a connection.
 SCAN = r"""

@@ -43,6 +43,20 @@ def changed_per_node(output: str) -> dict[str, int]:
     return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(spark\d)\s+:.*?changed=(\d+)", output, re.M)}
 
 
+def changed_roles(output: str) -> set[str]:
+    """The roles whose tasks or handlers report a change in a run's output (default callback);
+    "(play)" for a change reported by a task of a play itself."""
+    roles: set[str] = set()
+    role = None
+    for line in output.splitlines():
+        if line.startswith(("TASK [", "RUNNING HANDLER [")):
+            named = re.match(r"[A-Z ]+\[(?:dgx_spark\.vllm\.)?(\w+) : ", line)
+            role = named.group(1) if named else "(play)"
+        elif line.startswith("changed: [") and role:
+            roles.add(role)
+    return roles
+
+
 # Roles with a preflight that a deployment (site.yml) does not run: their own playbook does.
 NOT_DEPLOYED = {"bench"}  # playbooks/bench.yml
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import outsider
-from nodes import HEAD_MANAGEMENT
+from nodes import FABRIC_NETWORK, HEAD_MANAGEMENT
 
 testinfra_hosts = ["ansible://spark1"]
 
@@ -29,7 +29,7 @@ def test_only_the_api_answers_on_the_lan(stranger):
 def test_the_firewall_table_is_loaded_and_survives_a_reload(host):
     rules = host.check_output("nft list table inet dgx_spark_vllm")
     print(rules)
-    assert "set internal_tcp" in rules and "198.51.100.0/24" in rules
+    assert "set internal_tcp" in rules and str(FABRIC_NETWORK) in rules
     assert host.service("dgx-spark-vllm-firewall").is_enabled
     assert host.service("dgx-spark-vllm-firewall").is_running
     # Only the collection's own table: the node's Docker engine keeps its chains.
