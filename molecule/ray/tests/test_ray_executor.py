@@ -6,12 +6,11 @@ lived here: workers advertising the head's or a management address).
 """
 from __future__ import annotations
 
-import json
 import re
 import time
 
 from endpoint import completes, seconds_to_first_completion
-from nodes import FABRIC, FILES, HEAD_MANAGEMENT, node_host, run_on_head
+from nodes import FABRIC, FILES, HEAD_MANAGEMENT, json_line, node_host, run_on_head
 from playbook_run import failure, run_playbook
 
 testinfra_hosts = ["ansible://spark1"]
@@ -25,7 +24,7 @@ def ray_workers(host) -> list[dict]:
     """vLLM's live Ray workers as Ray's GCS lists them (molecule/shared/files/ray_workers.py)."""
     out = run_on_head(host, (FILES / "ray_workers.py").read_text())
     assert out.rc == 0, out.stderr[-2000:]
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return json_line(out.stdout)
 
 
 def worker_sockets(name: str) -> tuple[list[str], list[tuple[str, str]]]:

@@ -1,14 +1,13 @@
 """The Ray cluster seen from its head (testinfra, on spark1 only)."""
 from __future__ import annotations
 
-import json
 import re
 
 import time
 
 import outsider
 from endpoint import seconds_to_first_completion
-from nodes import FABRIC, FILES, HEAD_MANAGEMENT, REPO, node_host, run_on_head
+from nodes import FABRIC, FILES, HEAD_MANAGEMENT, REPO, json_line, node_host, run_on_head
 
 testinfra_hosts = ["ansible://spark1"]
 
@@ -20,14 +19,14 @@ def test_dashboard_is_off(host):
 
 def test_head_lists_every_node_by_fabric_address_with_gpus(host):
     script = (REPO / "roles/ray_node/files/ray_cluster_state.py").read_text()
-    state = json.loads(run_on_head(host, script).stdout.strip().splitlines()[-1])
+    state = json_line(run_on_head(host, script).stdout)
     assert state["addresses"] == sorted(FABRIC.values())
     assert state["gpus"] == 2
 
 
 def test_gloo_rendezvous_over_fabric_sums_across_nodes(host):
     out = run_on_head(host, (FILES / "ray_rendezvous.py").read_text(), "''", "60")
-    result = json.loads(out.stdout.strip().splitlines()[-1])
+    result = json_line(out.stdout)
     assert result["ok"], result
     assert result["world"] == 2
     assert sorted(r["node"] for r in result["ranks"]) == sorted(FABRIC.values())
@@ -41,7 +40,7 @@ def test_rendezvous_at_head_management_address_fails_fast(host):
     """The failure this project exists to prevent, reproduced: the worker cannot reach it."""
     out = run_on_head(host, (FILES / "ray_rendezvous.py").read_text(), HEAD_MANAGEMENT, "15")
     assert out.rc == 1, out.stdout + out.stderr
-    result = json.loads(out.stdout.strip().splitlines()[-1])
+    result = json_line(out.stdout)
     assert not result["ok"]
     assert re.search(r"timed out|Timed out|failed to connect", result["error"]), result["error"]
     assert result["seconds"] < 60
@@ -70,7 +69,7 @@ def test_restarted_ray_layer_rejoins_over_the_fabric(host):
     while time.monotonic() - started < 180:
         out = run_on_head(host, script)
         if out.rc == 0:
-            state = json.loads(out.stdout.strip().splitlines()[-1])
+            state = json_line(out.stdout)
             if state["addresses"] == sorted(FABRIC.values()) and state["gpus"] == 2:
                 break
         time.sleep(1)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
 from pathlib import Path
 
@@ -56,6 +57,13 @@ def interface_of(host, address: str) -> str:
         if fields[3].split("/")[0] == address:
             return fields[1]
     raise AssertionError(f"{address} is on no interface of {node(host)}")
+
+
+def json_line(output: str):
+    """The JSON a script printed: its last line that starts with '{' or '[' (Ray may log a warning
+    after it, as it did on a loaded machine)."""
+    return json.loads(next(line for line in reversed(output.strip().splitlines())
+                           if line.startswith(("{", "["))))
 
 
 def run_on_head(host, script: str, *args: str):
