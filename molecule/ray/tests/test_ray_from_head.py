@@ -59,14 +59,30 @@ def test_nothing_binds_the_head_management_address(host):
     assert not host.socket("tcp://8265").is_listening
 
 
+# Seconds for both Ray nodes to be listed again after their units restart: 31-101 s measured with
+# the default scenario beside this one; once 181+ s in CI, while the default scenario's fault tests
+# restarted engines at twice this scenario's CPU weight. A node stuck for good still fails, with
+# both units' journals.
+REJOIN_DEADLINE = 300
+
+
+def ray_journals(since: str) -> str:
+    """Both Ray units' journals since the restart, to tell a slow start from a stuck one."""
+    return "\n".join(
+        f"--- {name} {unit}\n" + node_host(name).run(
+            f"journalctl -u {unit} --since '{since}' -o short-precise --no-pager | cut -c8-200 | tail -n 40").stdout
+        for name, unit in (("spark1", "ray-head"), ("spark2", "ray-worker")))
+
+
 def test_restarted_ray_layer_rejoins_over_the_fabric(host):
     """Time from (re)starting the head and worker units to Ray listing both nodes."""
     script = (REPO / "roles/ray_node/files/ray_cluster_state.py").read_text()
+    since = host.check_output("date '+%Y-%m-%d %H:%M:%S'").strip()
     started = time.monotonic()
     host.check_output("systemctl restart ray-head")
     node_host("spark2").check_output("systemctl restart ray-worker")
     state: dict = {}
-    while time.monotonic() - started < 180:
+    while time.monotonic() - started < REJOIN_DEADLINE:
         out = run_on_head(host, script)
         if out.rc == 0:
             state = json_line(out.stdout)
@@ -75,10 +91,11 @@ def test_restarted_ray_layer_rejoins_over_the_fabric(host):
         time.sleep(1)
     seconds = time.monotonic() - started
     print(f"Ray head and worker units restarted: all nodes joined after {seconds:.0f} s")
-    assert state.get("addresses") == sorted(FABRIC.values()), state
-    assert state.get("gpus") == 2, state
-    # Serving is a driver of the head's Ray (PartOf=): it was restarted with it and serves again.
-    served = seconds_to_first_completion(started, deadline=300)
+    joined = state.get("addresses") == sorted(FABRIC.values()) and state.get("gpus") == 2
+    assert joined, f"{state}\n{ray_journals(since)}"
+    # Serving is a driver of the head's Ray (PartOf=): it was restarted with it and serves again
+    # (within 300 s of the nodes joining: it can place its worker only then).
+    served = seconds_to_first_completion(started, deadline=seconds + 300)
     print(f"... and serving through the Ray executor answered again {served} s after the restart")
     assert served is not None
 
