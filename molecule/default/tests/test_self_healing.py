@@ -18,7 +18,7 @@ from collections.abc import Callable
 import pytest
 
 from endpoint import completes
-from nodes import FABRIC, interface_of, node_host
+from nodes import FABRIC, interface_of, journal_since, node_host
 from playbook_run import changed_per_node, failure, run_playbook
 
 NODES = ["spark1", "spark2"]
@@ -58,26 +58,18 @@ def serving_healthy(seconds: float = 300) -> None:
     raise AssertionError("the cluster does not serve before the fault")
 
 
-def timelines(since: str) -> str:
+def timelines(since: int) -> str:
     """What each node's units and guard did since the fault, and how far its engine got in starting."""
     events = ("Start|Stopp|Failed|exited|guard|liveness|restart|epoch|non-default args|world_size"
               "|Initializing a V1|startup complete|timed out|Timeout|Error:")
-    report = []
-    for node in NODES:
-        try:
-            report.append(f"--- {node}\n" + on(
-                node, f"journalctl -u vllm-serve -u vllm-serve-guard --since '{since}' -o short-precise --no-pager "
-                      f"| grep -E '{events}' | grep -v '  File ' | cut -c8-230 | tail -n 60; true"))
-        except Exception as error:  # noqa: BLE001 (a node still down must not hide the failed recovery)
-            report.append(f"--- {node}: journal unreadable ({error})")
-    return "\n".join(report)
+    return "\n".join(journal_since(node, ["vllm-serve", "vllm-serve-guard"], since, events) for node in NODES)
 
 
 def recovery_after(fault: Callable[[], None], restore: Callable[[], None] | None = None,
                    restore_after: float = 0, outage: bool = False) -> float:
     """Seconds from the fault to the third completion in a row (polled every 2 s). The deadline
     counts from the restore when the fault is an outage (see RECOVERY_DEADLINE)."""
-    since = on(NODES[0], "date '+%Y-%m-%d %H:%M:%S'").strip()
+    since = int(time.time())
     started = time.monotonic()
     fault()
     restored = restore is None

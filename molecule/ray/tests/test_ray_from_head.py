@@ -7,7 +7,7 @@ import time
 
 import outsider
 from endpoint import seconds_to_first_completion
-from nodes import FABRIC, FILES, HEAD_MANAGEMENT, REPO, json_line, node_host, run_on_head
+from nodes import FABRIC, FILES, HEAD_MANAGEMENT, REPO, UNITS, journal_since, json_line, node_host, run_on_head
 
 testinfra_hosts = ["ansible://spark1"]
 
@@ -66,18 +66,10 @@ def test_nothing_binds_the_head_management_address(host):
 REJOIN_DEADLINE = 300
 
 
-def ray_journals(since: str) -> str:
-    """Both Ray units' journals since the restart, to tell a slow start from a stuck one."""
-    return "\n".join(
-        f"--- {name} {unit}\n" + node_host(name).run(
-            f"journalctl -u {unit} --since '{since}' -o short-precise --no-pager | cut -c8-200 | tail -n 40").stdout
-        for name, unit in (("spark1", "ray-head"), ("spark2", "ray-worker")))
-
-
 def test_restarted_ray_layer_rejoins_over_the_fabric(host):
     """Time from (re)starting the head and worker units to Ray listing both nodes."""
     script = (REPO / "roles/ray_node/files/ray_cluster_state.py").read_text()
-    since = host.check_output("date '+%Y-%m-%d %H:%M:%S'").strip()
+    since = int(time.time())
     started = time.monotonic()
     host.check_output("systemctl restart ray-head")
     node_host("spark2").check_output("systemctl restart ray-worker")
@@ -92,7 +84,9 @@ def test_restarted_ray_layer_rejoins_over_the_fabric(host):
     seconds = time.monotonic() - started
     print(f"Ray head and worker units restarted: all nodes joined after {seconds:.0f} s")
     joined = state.get("addresses") == sorted(FABRIC.values()) and state.get("gpus") == 2
-    assert joined, f"{state}\n{ray_journals(since)}"
+    # with both Ray units' journals, to tell a slow start from a stuck one
+    journals = [journal_since(name, [unit], since, lines=40) for name, unit in UNITS.items()]
+    assert joined, "\n".join([str(state), *journals])
     # Serving is a driver of the head's Ray (PartOf=): it was restarted with it and serves again
     # (within 300 s of the nodes joining: it can place its worker only then).
     served = seconds_to_first_completion(started, deadline=seconds + 300)

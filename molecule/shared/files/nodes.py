@@ -81,3 +81,14 @@ def node_host(name: str):
     """A testinfra host for one node container of the running scenario."""
     scenario = os.environ.get("MOLECULE_SCENARIO_NAME", "default")
     return testinfra.get_host(f"docker://dgx-spark-vllm-test-{scenario}-{name}")
+
+
+def journal_since(name: str, units: list[str], since: int, pattern: str = "", lines: int = 60) -> str:
+    """A node's journal of these units since `since` (int(time.time()): the nodes share this machine's
+    clock), the lines matching `pattern` (grep -E) if one is given, for a failed test's message. A node
+    that is down gives the error instead (testinfra's run does not raise)."""
+    selected = f" | grep -E '{pattern}' | grep -v '  File '" if pattern else ""
+    units_args = " ".join(f"-u {unit}" for unit in units)
+    result = node_host(name).run(f"journalctl {units_args} --since @{since} -o short-precise --no-pager"
+                                 f"{selected} | cut -c8-230 | tail -n {lines}")
+    return f"--- {name}: {', '.join(units)}\n{result.stdout}{result.stderr}"
