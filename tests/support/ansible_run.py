@@ -122,7 +122,12 @@ def ansible_playbook_executable() -> str:
 def playbook_command(playbook: Path | str, inventories: Sequence[Path | str],
                      extra_vars: Mapping[str, Any] | None = None,
                      extra_args: Sequence[str] = ()) -> list[str]:
-    """ansible-playbook PLAYBOOK -i INVENTORY... [-e JSON] EXTRA_ARGS..."""
+    """ansible-playbook PLAYBOOK -i INVENTORY... [-e JSON] EXTRA_ARGS...
+
+    At least one inventory: ansible.cfg names none, and a run must say which machines it is for.
+    """
+    if not inventories:
+        raise ValueError(f"ansible-playbook {playbook} names no inventory: pass the inventory it is for")
     command = [ansible_playbook_executable(), str(playbook)]
     for inventory in inventories:
         command += ["-i", str(inventory)]
