@@ -9,7 +9,7 @@ import re
 import time
 
 from ansible_run import write_overlay_inventory
-from nodes import API_KEY, node_host, on_fabric
+from nodes import API_KEY, NODES, node_host, on_fabric
 from playbook_run import failure, overlay_inventory, run_playbook
 from endpoint import call
 from test_endpoint import test_completion_returns_tokens as completion_works
@@ -17,7 +17,6 @@ from test_endpoint import test_completion_returns_tokens as completion_works
 # A served name systemd would split and expand if it reached the unit unquoted.
 ODD_NAME = "tiny; touch /tmp/x 100% $HOME"
 
-NODES = ["spark1", "spark2"]
 SERVING_CONTAINER = "docker inspect --format '{{.Id}} {{.State.StartedAt}}' vllm-serve"
 OTHER_SERVICES = ("systemctl show --property=MainPID --property=ActiveEnterTimestamp "
                   "docker.service containerd.service systemd-journald.service")

@@ -18,11 +18,9 @@ from collections.abc import Callable
 import pytest
 
 from endpoint import completes
-from nodes import FABRIC, interface_of, journal_since, node_host
+from nodes import FABRIC, NODES, PREFIX, interface_of, journal_since, node_host
 from playbook_run import changed_per_node, failure, run_playbook
 
-NODES = ["spark1", "spark2"]
-PREFIX = "dgx-spark-vllm-test-default"
 # Seconds to serving again. Counted from the fault, except after an outage that no software can
 # serve through (a cable out, a node off): there from its end, the restore. A frozen rank is not
 # such an outage (its guard must act meanwhile): a 90 s freeze counts from its start.
@@ -202,7 +200,7 @@ def test_status_of_a_healthy_cluster_changes_nothing():
     output = result.stdout + result.stderr
     print(output[output.find("TASK [dgx_spark.vllm.vllm_serve : Report"):][:3000])
     assert result.returncode == 0, failure(output)
-    assert changed_per_node(output) == {"spark1": 0, "spark2": 0}
+    assert changed_per_node(output) == {name: 0 for name in NODES}
     assert "answers a completion" in output
     assert re.search(r"rank 1: joined the head engine [0-9a-f]{8}", output), output[-3000:]
     assert "unit vllm-serve: active/running" in output

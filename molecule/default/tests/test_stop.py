@@ -3,10 +3,8 @@ from __future__ import annotations
 
 import re
 
-from nodes import node_host
+from nodes import NODES, node_host
 from playbook_run import run_playbook
-
-NODES = ["spark1", "spark2"]
 
 
 def test_stop_playbook_stops_serving_everywhere_and_leaves_nothing_behind():

@@ -6,10 +6,8 @@ network, and nothing may change on any node.
 from __future__ import annotations
 
 from cluster_state import node_states
-from nodes import FABRIC_NETWORK, HEAD_MANAGEMENT
+from nodes import FABRIC_NETWORK, HEAD_MANAGEMENT, NODES
 from playbook_run import overlay_inventory, run_playbook
-
-NODES = ["spark1", "spark2"]
 
 
 def test_head_management_address_as_ansible_host_ib_is_refused(tmp_path):
