@@ -66,30 +66,33 @@ def timelines(since: int) -> str:
 def recovery_after(fault: Callable[[], None], restore: Callable[[], None] | None = None,
                    restore_after: float = 0, outage: bool = False) -> float:
     """Seconds from the fault to the third completion in a row (polled every 2 s). The deadline
-    counts from the restore when the fault is an outage (see RECOVERY_DEADLINE)."""
+    counts from the restore when the fault is an outage (see RECOVERY_DEADLINE). The restore runs
+    once whatever happens, also when the fault itself or the polling raises: a node left stopped
+    or a link left down would fail every test after this one."""
     since = int(time.time())
     started = time.monotonic()
-    fault()
-    restored = restore is None
     deadline = started + RECOVERY_DEADLINE + (restore_after if outage else 0)
-    streak, recovered_at = 0, None
-    while time.monotonic() < deadline:
-        if not restored and time.monotonic() - started >= restore_after:
-            restore()
-            restored = True
-        ok = completes(timeout=10)
-        if ok:
-            recovered_at = recovered_at or time.monotonic()
-            streak += 1
-            if streak == 3:
-                return recovered_at - started
-        else:
-            streak, recovered_at = 0, None
-        time.sleep(2)
-    if not restored:
-        restore()
-    raise AssertionError(f"no recovery within {deadline - started:.0f} s of the fault; what the nodes did:\n"
-                         + timelines(since))
+    pending = restore
+    try:
+        fault()
+        streak, recovered_at = 0, None
+        while time.monotonic() < deadline:
+            if pending is not None and time.monotonic() - started >= restore_after:
+                restore_now, pending = pending, None  # cleared first: a restore that raises runs once
+                restore_now()
+            if completes(timeout=10):
+                recovered_at = recovered_at or time.monotonic()
+                streak += 1
+                if streak == 3:
+                    return recovered_at - started
+            else:
+                streak, recovered_at = 0, None
+            time.sleep(2)
+        raise AssertionError(f"no recovery within {deadline - started:.0f} s of the fault; what the nodes did:\n"
+                             + timelines(since))
+    finally:
+        if pending is not None:
+            pending()
 
 
 def no_leftovers(node: str) -> None:
