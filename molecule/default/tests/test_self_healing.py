@@ -6,6 +6,11 @@ within RECOVERY_DEADLINE. Then no engine container or process may be left over o
 no unit may have been restarted more than a group restart needs. playbooks/status.yml is run
 once on the healthy cluster and once with the worker node down. A recovery that misses its
 deadline fails with both nodes' timelines (units, guards, engine start-up) since the fault.
+
+Each fault starts from a serving cluster. One that is not (a serving unit stopped for good, no
+completions within HEALTHY_DEADLINE), or that misses a recovery, is broken: the test fails naming
+why, the tests after it fail at once (molecule/shared/files/cluster_health.py), and this module's
+fixture runs site.yml at its end to heal it for the modules after.
 """
 from __future__ import annotations
 
@@ -13,10 +18,12 @@ import re
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 
+import cluster_health
+from cluster_health import ClusterBroken
 from endpoint import completes
 from nodes import FABRIC, NODES, PREFIX, interface_of, journal_since, node_host
 from playbook_run import changed_per_node, failure, run_playbook
@@ -28,6 +35,13 @@ from playbook_run import changed_per_node, failure, run_playbook
 # a slow one; the target is 120 s. tools/test runs the ray scenario beside this one (at a lower CPU
 # weight), which can stretch a recovery by up to half again: the deadline leaves room for that.
 RECOVERY_DEADLINE = 210
+# Seconds a cluster whose units are all up (or restarting) may take to serve before a fault: the
+# last fault's recovery ended in three completions, so a healthy cluster serves at once; a group
+# restart under way takes up to a recovery's 25-132 s.
+HEALTHY_DEADLINE = 150
+# The serving unit and its guard (roles/vllm_serve/templates; the guard only where vllm_serve_guard
+# is on): `systemctl show` reports a unit that is not installed as LoadState=not-found.
+SERVING_UNITS = ("vllm-serve", "vllm-serve-guard")
 # Starts of one node's serving unit that one fault may cost: the engine's own restart, and one
 # more when its guard makes it follow the head's new engine.
 MAX_STARTS_PER_FAULT = 3
@@ -47,13 +61,55 @@ def starts(node: str) -> int:
     return int(on(node, "journalctl -u vllm-serve -o cat --no-pager | grep -c '^Started vllm-serve' || true"))
 
 
-def serving_healthy(seconds: float = 300) -> None:
+def unit_states(node: str) -> dict[str, str]:
+    """The ActiveState of each serving unit installed on the node (one block of properties per unit)."""
+    result = node_host(node).run(f"systemctl show {' '.join(SERVING_UNITS)} "
+                                 "--property=Id --property=LoadState --property=ActiveState")
+    if result.rc != 0:
+        raise ClusterBroken(f"{node} does not answer: {(result.stdout + result.stderr).strip()[-300:]}")
+    units = [dict(line.split("=", 1) for line in block.splitlines())
+             for block in result.stdout.strip().split("\n\n")]
+    return {unit["Id"].removesuffix(".service"): unit["ActiveState"]
+            for unit in units if unit["LoadState"] != "not-found"}
+
+
+def stopped_units() -> list[tuple[str, str, str]]:
+    """(node, unit, state) of each serving unit that is down and not on its way up: inactive or
+    failed. activating is systemd's automatic restart (or the back-off before it) under way."""
+    return [(node, unit, state) for node in NODES for unit, state in unit_states(node).items()
+            if state in ("inactive", "failed")]
+
+
+def last_journal(node: str, unit: str, lines: int = 20) -> str:
+    result = node_host(node).run(f"journalctl -u {unit} -n {lines} -o short-precise --no-pager")
+    return f"--- {node}: {unit}, last {lines} lines\n{result.stdout}{result.stderr}"
+
+
+def require_serving_units_up() -> None:
+    """ClusterBroken naming each serving unit that is stopped for good, with its journal's end. A
+    unit is read again 3 s later before it counts: a restart passes through inactive (and a failed
+    engine through failed) for a moment on its way to activating."""
+    if not stopped_units():
+        return
+    time.sleep(3)
+    stopped = stopped_units()
+    if stopped:
+        raise ClusterBroken("; ".join(f"{node}: {unit} is {state}" for node, unit, state in stopped),
+                            "\n".join(last_journal(node, unit) for node, unit, _ in stopped))
+
+
+def serving_healthy(seconds: float = HEALTHY_DEADLINE) -> None:
+    """Every serving unit up (or restarting), then three completions in a row within `seconds`;
+    otherwise ClusterBroken, at once for a stopped unit."""
+    since = int(time.time())
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
+        require_serving_units_up()
         if completes() and completes() and completes():
             return
         time.sleep(2)
-    raise AssertionError("the cluster does not serve before the fault")
+    raise ClusterBroken(f"no three completions in a row within {seconds:.0f} s, with every serving unit up",
+                        "what the nodes did meanwhile:\n" + timelines(since))
 
 
 def timelines(since: int) -> str:
@@ -88,8 +144,8 @@ def recovery_after(fault: Callable[[], None], restore: Callable[[], None] | None
             else:
                 streak, recovered_at = 0, None
             time.sleep(2)
-        raise AssertionError(f"no recovery within {deadline - started:.0f} s of the fault; what the nodes did:\n"
-                             + timelines(since))
+        raise ClusterBroken(f"no recovery within {deadline - started:.0f} s of the fault",
+                            "what the nodes did:\n" + timelines(since))
     finally:
         if pending is not None:
             pending()
@@ -210,9 +266,15 @@ def test_status_of_a_healthy_cluster_changes_nothing():
 
 
 @pytest.fixture(scope="module", autouse=True)
-def healthy_at_the_end():
-    """Leave the cluster serving for the tests after these (a site run heals what a fault left)."""
+def healthy_at_the_end() -> Iterator[None]:
+    """Leave the cluster serving for the tests after these: a site run heals what a fault left, or
+    what a test found broken (then the tests after this module run again: cluster_health is
+    cleared once the cluster serves). Module-scoped, it is set up before any test's own fixtures,
+    so its teardown runs also when every test here failed at once."""
     yield
-    if not completes():
-        result = run_playbook("site.yml")
-        assert result.returncode == 0, failure(result.stdout + result.stderr)
+    if cluster_health.broken() is None and completes():
+        return
+    result = run_playbook("site.yml")
+    assert result.returncode == 0, failure(result.stdout + result.stderr)
+    assert completes(timeout=60), "site.yml ran to its end, and the cluster still answers no completion"
+    cluster_health.clear()
