@@ -56,9 +56,12 @@ def on(node: str, command: str) -> str:
     return node_host(node).check_output(command)
 
 
-def starts(node: str) -> int:
-    """How often the serving unit started on the node so far (its journal survives only within a boot)."""
-    return int(on(node, "journalctl -u vllm-serve -o cat --no-pager | grep -c '^Started vllm-serve' || true"))
+def starts_since(node: str, since: int) -> int:
+    """Starts of the node's serving unit since `since` (int(time.time()): the nodes share this
+    machine's clock). Counted in the journal since then, never negative: a difference of two
+    totals went negative across a reboot (the node's journal starts afresh), under any bound."""
+    return int(on(node, f"journalctl -u vllm-serve --since @{since} -o cat --no-pager "
+                        "| grep -c '^Started vllm-serve' || true"))
 
 
 def unit_states(node: str) -> dict[str, str]:
@@ -119,13 +122,13 @@ def timelines(since: int) -> str:
     return "\n".join(journal_since(node, ["vllm-serve", "vllm-serve-guard"], since, events) for node in NODES)
 
 
-def recovery_after(fault: Callable[[], None], restore: Callable[[], None] | None = None,
+def recovery_after(since: int, fault: Callable[[], None], restore: Callable[[], None] | None = None,
                    restore_after: float = 0, outage: bool = False) -> float:
-    """Seconds from the fault to the third completion in a row (polled every 2 s). The deadline
-    counts from the restore when the fault is an outage (see RECOVERY_DEADLINE). The restore runs
-    once whatever happens, also when the fault itself or the polling raises: a node left stopped
-    or a link left down would fail every test after this one."""
-    since = int(time.time())
+    """Seconds from the fault (made at `since`, int(time.time()), for the journals) to the third
+    completion in a row (polled every 2 s). The deadline counts from the restore when the fault is
+    an outage (see RECOVERY_DEADLINE). The restore runs once whatever happens, also when the fault
+    itself or the polling raises: a node left stopped or a link left down would fail every test
+    after this one."""
     started = time.monotonic()
     deadline = started + RECOVERY_DEADLINE + (restore_after if outage else 0)
     pending = restore
@@ -166,16 +169,15 @@ def no_leftovers(node: str) -> None:
 def check_fault(name: str, fault: Callable[[], None], restore: Callable[[], None] | None = None,
                 restore_after: float = 0, outage: bool = False) -> None:
     serving_healthy()
-    before = {n: starts(n) for n in NODES}
-    seconds = recovery_after(fault, restore, restore_after, outage)
+    since = int(time.time())
+    seconds = recovery_after(since, fault, restore, restore_after, outage)
     RECOVERIES[name] = seconds
     print(f"{name}: serving again {seconds:.0f} s after the fault")
     for node in NODES:
         no_leftovers(node)
         assert node_host(node).service("vllm-serve").is_running
-        extra = starts(node) - before[node]
-        # A rebooted node's journal starts afresh: count from zero there.
-        assert extra <= MAX_STARTS_PER_FAULT, f"{node}: {extra} starts of vllm-serve for one fault"
+        started = starts_since(node, since)
+        assert started <= MAX_STARTS_PER_FAULT, f"{node}: {started} starts of vllm-serve for one fault"
 
 
 def signal_engine(node: str, signal: str) -> None:
