@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 import time
 
+import pytest
+
 from ansible_run import write_overlay_inventory
 from nodes import API_KEY, NODES, node_host, on_fabric
 from playbook_run import failure, overlay_inventory, run_playbook
@@ -27,6 +29,7 @@ def processes_of_container(host, container_id: str) -> list[str]:
     return host.run("grep -l %s /proc/[0-9]*/cgroup", container_id).stdout.split()
 
 
+@pytest.mark.gate
 def test_serve_playbook_restarts_only_serving_and_serves_an_odd_name_exactly(record_property, tmp_path):
     hosts = {name: node_host(name) for name in NODES}
     before = {n: (h.check_output(SERVING_CONTAINER), h.check_output(OTHER_SERVICES)) for n, h in hosts.items()}

@@ -186,6 +186,7 @@ def signal_engine(node: str, signal: str) -> None:
     on(node, f"for p in $(docker top vllm-serve -eo pid | tail -n +2); do kill -{signal} $p; done; true")
 
 
+@pytest.mark.gate
 def test_head_engine_killed():
     check_fault("head engine killed", lambda: on("spark1", "docker kill vllm-serve"))
 
@@ -255,6 +256,7 @@ def test_fabric_cut_for_30_s_while_requests_flow():
     print("recovery per fault (s): " + ", ".join(f"{k}: {v:.0f}" for k, v in RECOVERIES.items()))
 
 
+@pytest.mark.gate
 def test_status_of_a_healthy_cluster_changes_nothing():
     serving_healthy()
     result = run_playbook("playbooks/status.yml")

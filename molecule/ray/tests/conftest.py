@@ -1,7 +1,8 @@
 """Make the shared test helpers importable: molecule/shared/files (the cluster helpers and the
 playbook_run adapter) and tests/support (ansible_run, the runner that adapter uses); run this
-scenario's test modules in ORDER (molecule/shared/files/ordering.py); and, once a test found the
-cluster broken, fail the tests after it at once (molecule/shared/files/scenario_plugin.py)."""
+scenario's test modules in ORDER (molecule/shared/files/ordering.py); once a test found the
+cluster broken, fail the tests after it at once; and know the CI gate's marker, gate
+(molecule/shared/files/scenario_plugin.py)."""
 import sys
 from pathlib import Path
 
@@ -14,6 +15,7 @@ for helpers in (REPO / "tests" / "support", REPO / "molecule" / "shared" / "file
 from ordering import in_order  # noqa: E402  (importable from the path above)
 from scenario_plugin import (  # noqa: E402,F401  (pytest finds them in this namespace)
     fail_at_once_on_a_broken_cluster,
+    pytest_configure,
     pytest_runtest_makereport,
 )
 

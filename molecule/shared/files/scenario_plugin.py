@@ -8,6 +8,12 @@ import pytest
 import cluster_health
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "gate: run by the CI gate against the two-node sandbox "
+        "(MOLECULE_SCENARIO_NAME=sandbox pytest -m gate molecule/default/tests)")
+
+
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> None:
     """Record the first test that found the cluster broken (it raised ClusterBroken)."""
     if call.excinfo is not None and call.excinfo.errisinstance(cluster_health.ClusterBroken):

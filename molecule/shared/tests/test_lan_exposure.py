@@ -10,6 +10,7 @@ import outsider
 from nodes import FABRIC_NETWORK, HEAD_MANAGEMENT
 
 testinfra_hosts = ["ansible://spark1"]
+pytestmark = pytest.mark.gate
 
 # Both scenarios serve: the API, whatever the executor.
 EXPECTED_OPEN = [8000]
