@@ -24,7 +24,7 @@ import pytest
 
 import cluster_health
 from cluster_health import ClusterBroken
-from endpoint import completes
+from endpoint import completes, seconds_to_first_completion
 from nodes import FABRIC, NODES, PREFIX, interface_of, journal_since, node_host
 from playbook_run import changed_per_node, failure, run_playbook
 
@@ -116,10 +116,11 @@ def serving_healthy(seconds: float = HEALTHY_DEADLINE) -> None:
 
 
 def timelines(since: int) -> str:
-    """What each node's units and guard did since the fault, and how far its engine got in starting."""
+    """What each node's units and guard did since `since` (the fault, or the start of a wait), and
+    how far its engine got in starting."""
     events = ("Start|Stopp|Failed|exited|guard|liveness|restart|epoch|non-default args|world_size"
               "|Initializing a V1|startup complete|timed out|Timeout|Error:")
-    return "\n".join(journal_since(node, ["vllm-serve", "vllm-serve-guard"], since, events) for node in NODES)
+    return "\n".join(journal_since(node, list(SERVING_UNITS), since, events) for node in NODES)
 
 
 def recovery_after(since: int, fault: Callable[[], None], restore: Callable[[], None] | None = None,
@@ -273,12 +274,14 @@ def test_status_of_a_healthy_cluster_changes_nothing():
 def healthy_at_the_end() -> Iterator[None]:
     """Leave the cluster serving for the tests after these: a site run heals what a fault left, or
     what a test found broken (then the tests after this module run again: cluster_health is
-    cleared once the cluster serves). Module-scoped, it is set up before any test's own fixtures,
-    so its teardown runs also when every test here failed at once."""
+    cleared once the cluster serves). Module-scoped, it is set up before the function-scoped
+    fixtures, the one that fails a test at once among them, so its teardown runs also when every
+    test here failed at once."""
     yield
     if cluster_health.broken() is None and completes():
         return
     result = run_playbook("site.yml")
     assert result.returncode == 0, failure(result.stdout + result.stderr)
-    assert completes(timeout=60), "site.yml ran to its end, and the cluster still answers no completion"
+    assert seconds_to_first_completion(time.monotonic(), deadline=120) is not None, \
+        "site.yml ran to its end, and the cluster answered no completion within 120 s"
     cluster_health.clear()
