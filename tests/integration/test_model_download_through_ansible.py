@@ -40,6 +40,18 @@ PLAY = """\
 """
 
 
+def await_first_line(hub: subprocess.Popen[bytes], log: Path, seconds: float = 30) -> None:
+    """Until the Hub stand-in has written to its log (its first line says it serves); a stand-in
+    that exits first, or stays silent for `seconds`, fails the test with its log."""
+    deadline = time.monotonic() + seconds
+    while not log.read_text():
+        if hub.poll() is not None:
+            pytest.fail(f"the Hub stand-in exited ({hub.returncode}) before it served; its log: {log.read_text()!r}")
+        if time.monotonic() > deadline:
+            pytest.fail(f"the Hub stand-in wrote nothing within {seconds:.0f} s; its log: {log.read_text()!r}")
+        time.sleep(0.1)
+
+
 @pytest.fixture
 def hub_url(tmp_path: Path) -> Iterator[str]:
     root = tmp_path / "repo"
@@ -56,8 +68,7 @@ def hub_url(tmp_path: Path) -> Iterator[str]:
                                 REPO_ID, "--token-file", str(tmp_path / "hub-token"), "--bind", "127.0.0.1",
                                 "--port", str(port), "--rate", str(1024 * 1024)], stdout=out, stderr=subprocess.STDOUT)
     try:
-        while not log.read_text():
-            time.sleep(0.1)
+        await_first_line(hub, log)
         yield f"http://127.0.0.1:{port}"
     finally:
         hub.terminate()

@@ -8,10 +8,9 @@ import re
 import struct
 from pathlib import Path
 
-from nodes import API_KEY, node_host
+from nodes import API_KEY, NODES, node_host
 from playbook_run import changed_per_node, failure, run_playbook
 
-NODES = ["spark1", "spark2"]
 CONCURRENCY = [1, 4]
 LOAD = {"bench_num_prompts": 8, "bench_input_len": 32, "bench_output_len": 16, "bench_concurrency": CONCURRENCY}
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -35,7 +34,7 @@ def test_bench_saves_results_table_and_chart_and_changes_no_node(tmp_path):
     output = result.stdout + result.stderr
 
     assert result.returncode == 0, failure(output)
-    assert changed_per_node(output) == {"spark1": 0, "spark2": 0}, failure(output)
+    assert changed_per_node(output) == {name: 0 for name in NODES}, failure(output)
     assert API_KEY not in output
     assert {n: h.check_output(CONTAINERS) for n, h in hosts.items()} == containers_before
 

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 
-from nodes import node_host
+from nodes import NODES, node_host
 
 IMAGE = "dgx-spark-vllm-test/serving-cpu:built"
 
 
 def test_every_node_holds_the_image_the_head_built():
     ids = set()
-    for name in ("spark1", "spark2"):
+    for name in NODES:
         node = node_host(name)
         image = json.loads(node.check_output("docker image inspect %s", IMAGE))[0]
         assert image["Config"]["Labels"].get("dgx-spark-vllm.test-build") == "1"

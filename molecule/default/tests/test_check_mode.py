@@ -3,9 +3,8 @@ changed), and every role's preflight tasks run once in a whole site run."""
 from __future__ import annotations
 
 from cluster_state import node_states
+from nodes import NODES
 from playbook_run import changed_per_node, failure, preflight_tasks_not_shown_once, run_playbook
-
-NODES = ["spark1", "spark2"]
 
 
 def test_a_site_run_in_check_mode_changes_nothing_and_checks_each_role_once():
@@ -13,6 +12,6 @@ def test_a_site_run_in_check_mode_changes_nothing_and_checks_each_role_once():
     result = run_playbook("site.yml", "--check", "--diff")
     output = result.stdout + result.stderr
     assert result.returncode == 0, failure(output)
-    assert changed_per_node(output) == {"spark1": 0, "spark2": 0}, failure(output)
+    assert changed_per_node(output) == {name: 0 for name in NODES}, failure(output)
     assert node_states(NODES) == before
     assert preflight_tasks_not_shown_once(output) == []

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 
 import outsider
-from nodes import FABRIC, node_host
+from nodes import FABRIC, PREFIX, node_host
 from playbook_run import run_playbook
 from test_endpoint import test_completion_returns_tokens as completion_works
 
@@ -40,7 +40,7 @@ pump(client, upstream, True); back.join()
 
 
 def test_a_receiver_refuses_every_address_but_the_sending_node():
-    worker, container = node_host("spark2"), f"{outsider.PREFIX}-spark2"
+    worker, container = node_host("spark2"), f"{PREFIX}-spark2"
     source = (outsider.REPO / "roles/fabric_transfer/files/fabric_pipe.py").read_text()
     assert outsider.docker("exec", "-i", container, "sh", "-c", f"cat > {PIPE}", stdin=source).returncode == 0
     started = outsider.docker("exec", "--detach", container, "sh", "-c",

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Iterator
+
+import pytest
 
 from ansible_run import write_overlay_inventory
-from nodes import API_KEY, node_host, on_fabric
+from nodes import API_KEY, NODES, node_host, on_fabric
 from playbook_run import failure, overlay_inventory, run_playbook
 from endpoint import call
 from test_endpoint import test_completion_returns_tokens as completion_works
@@ -17,7 +20,6 @@ from test_endpoint import test_completion_returns_tokens as completion_works
 # A served name systemd would split and expand if it reached the unit unquoted.
 ODD_NAME = "tiny; touch /tmp/x 100% $HOME"
 
-NODES = ["spark1", "spark2"]
 SERVING_CONTAINER = "docker inspect --format '{{.Id}} {{.State.StartedAt}}' vllm-serve"
 OTHER_SERVICES = ("systemctl show --property=MainPID --property=ActiveEnterTimestamp "
                   "docker.service containerd.service systemd-journald.service")
@@ -28,6 +30,27 @@ def processes_of_container(host, container_id: str) -> list[str]:
     return host.run("grep -l %s /proc/[0-9]*/cgroup", container_id).stdout.split()
 
 
+def served_names() -> list[str]:
+    """The model names the endpoint lists ([] while it does not answer)."""
+    try:
+        status, models = call("/v1/models")
+    except (OSError, ValueError):
+        return []
+    return [m["id"] for m in models.get("data", [])] if status == 200 else []
+
+
+@pytest.fixture(scope="module", autouse=True)
+def the_inventorys_name_served_at_the_end() -> Iterator[None]:
+    """The first test leaves ODD_NAME served, and only the last one serves the inventory's name
+    again. Where the last did not run (the CI gate runs the first alone) or did not get that far,
+    a serve.yml run puts the inventory's name back: the next run's endpoint tests ask for it."""
+    yield
+    if ODD_NAME in served_names():
+        result = run_playbook("playbooks/serve.yml")
+        assert result.returncode == 0, failure(result.stdout + result.stderr)
+
+
+@pytest.mark.gate
 def test_serve_playbook_restarts_only_serving_and_serves_an_odd_name_exactly(record_property, tmp_path):
     hosts = {name: node_host(name) for name in NODES}
     before = {n: (h.check_output(SERVING_CONTAINER), h.check_output(OTHER_SERVICES)) for n, h in hosts.items()}
@@ -107,7 +130,9 @@ def test_a_setting_that_can_never_start_stops_after_the_bounded_attempts(tmp_pat
     status = worker.run("systemctl status vllm-serve --no-pager -l -n 40").stdout
     print(status[:3000])
     assert "start-limit-hit" in status or "Start request repeated too quickly" in status, status[:3000]
-    assert "Cannot assign requested address" in worker.check_output("journalctl -u vllm-serve -o cat --no-pager")
+    # Since this run only: the test before left the same error in the worker's journal.
+    assert "Cannot assign requested address" in worker.check_output(
+        f"journalctl -u vllm-serve -o cat --no-pager --since @{since}")
     count = f"journalctl -u vllm-serve -o cat --no-pager --since @{since} | grep -c '^Started vllm-serve' || true"
     starts_now = worker.check_output(count)
     # Longer than the back-off's cap (8 s) and two of the serving guard's failed probes (5 s apart).

@@ -6,6 +6,11 @@ within RECOVERY_DEADLINE. Then no engine container or process may be left over o
 no unit may have been restarted more than a group restart needs. playbooks/status.yml is run
 once on the healthy cluster and once with the worker node down. A recovery that misses its
 deadline fails with both nodes' timelines (units, guards, engine start-up) since the fault.
+
+Each fault starts from a serving cluster. One that is not (a serving unit stopped for good, no
+completions within HEALTHY_DEADLINE), or that misses a recovery, is broken: the test fails naming
+why, the tests after it fail at once (molecule/shared/files/cluster_health.py), and this module's
+fixture runs site.yml at its end to heal it for the modules after.
 """
 from __future__ import annotations
 
@@ -13,16 +18,16 @@ import re
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 
-from endpoint import completes
-from nodes import FABRIC, interface_of, journal_since, node_host
+import cluster_health
+from cluster_health import ClusterBroken
+from endpoint import completes, seconds_to_first_completion
+from nodes import FABRIC, NODES, PREFIX, interface_of, journal_since, node_host
 from playbook_run import changed_per_node, failure, run_playbook
 
-NODES = ["spark1", "spark2"]
-PREFIX = "dgx-spark-vllm-test-default"
 # Seconds to serving again. Counted from the fault, except after an outage that no software can
 # serve through (a cable out, a node off): there from its end, the restore. A frozen rank is not
 # such an outage (its guard must act meanwhile): a 90 s freeze counts from its start.
@@ -30,6 +35,13 @@ PREFIX = "dgx-spark-vllm-test-default"
 # a slow one; the target is 120 s. tools/test runs the ray scenario beside this one (at a lower CPU
 # weight), which can stretch a recovery by up to half again: the deadline leaves room for that.
 RECOVERY_DEADLINE = 210
+# Seconds a cluster whose units are all up (or restarting) may take to serve before a fault: the
+# last fault's recovery ended in three completions, so a healthy cluster serves at once; a group
+# restart under way takes up to a recovery's 25-132 s.
+HEALTHY_DEADLINE = 150
+# The serving unit and its guard (roles/vllm_serve/templates; the guard only where vllm_serve_guard
+# is on): `systemctl show` reports a unit that is not installed as LoadState=not-found.
+SERVING_UNITS = ("vllm-serve", "vllm-serve-guard")
 # Starts of one node's serving unit that one fault may cost: the engine's own restart, and one
 # more when its guard makes it follow the head's new engine.
 MAX_STARTS_PER_FAULT = 3
@@ -44,54 +56,103 @@ def on(node: str, command: str) -> str:
     return node_host(node).check_output(command)
 
 
-def starts(node: str) -> int:
-    """How often the serving unit started on the node so far (its journal survives only within a boot)."""
-    return int(on(node, "journalctl -u vllm-serve -o cat --no-pager | grep -c '^Started vllm-serve' || true"))
+def starts_since(node: str, since: int) -> int:
+    """Starts of the node's serving unit since `since` (int(time.time()): the nodes share this
+    machine's clock). Counted in the journal since then, never negative: a difference of two
+    totals went negative across a reboot (the node's journal starts afresh), under any bound."""
+    return int(on(node, f"journalctl -u vllm-serve --since @{since} -o cat --no-pager "
+                        "| grep -c '^Started vllm-serve' || true"))
 
 
-def serving_healthy(seconds: float = 300) -> None:
+def unit_states(node: str) -> dict[str, str]:
+    """The ActiveState of each serving unit installed on the node (one block of properties per unit)."""
+    result = node_host(node).run(f"systemctl show {' '.join(SERVING_UNITS)} "
+                                 "--property=Id --property=LoadState --property=ActiveState")
+    if result.rc != 0:
+        raise ClusterBroken(f"{node} does not answer: {(result.stdout + result.stderr).strip()[-300:]}")
+    units = [dict(line.split("=", 1) for line in block.splitlines())
+             for block in result.stdout.strip().split("\n\n")]
+    return {unit["Id"].removesuffix(".service"): unit["ActiveState"]
+            for unit in units if unit["LoadState"] != "not-found"}
+
+
+def stopped_units() -> list[tuple[str, str, str]]:
+    """(node, unit, state) of each serving unit that is down and not on its way up: inactive or
+    failed. activating is systemd's automatic restart (or the back-off before it) under way."""
+    return [(node, unit, state) for node in NODES for unit, state in unit_states(node).items()
+            if state in ("inactive", "failed")]
+
+
+def last_journal(node: str, unit: str, lines: int = 20) -> str:
+    result = node_host(node).run(f"journalctl -u {unit} -n {lines} -o short-precise --no-pager")
+    return f"--- {node}: {unit}, last {lines} lines\n{result.stdout}{result.stderr}"
+
+
+def require_serving_units_up() -> None:
+    """ClusterBroken naming each serving unit that is stopped for good, with its journal's end. A
+    unit is read again 3 s later before it counts: a restart passes through inactive (and a failed
+    engine through failed) for a moment on its way to activating."""
+    if not stopped_units():
+        return
+    time.sleep(3)
+    stopped = stopped_units()
+    if stopped:
+        raise ClusterBroken("; ".join(f"{node}: {unit} is {state}" for node, unit, state in stopped),
+                            "\n".join(last_journal(node, unit) for node, unit, _ in stopped))
+
+
+def serving_healthy(seconds: float = HEALTHY_DEADLINE) -> None:
+    """Every serving unit up (or restarting), then three completions in a row within `seconds`;
+    otherwise ClusterBroken, at once for a stopped unit."""
+    since = int(time.time())
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
+        require_serving_units_up()
         if completes() and completes() and completes():
             return
         time.sleep(2)
-    raise AssertionError("the cluster does not serve before the fault")
+    raise ClusterBroken(f"no three completions in a row within {seconds:.0f} s, with every serving unit up",
+                        "what the nodes did meanwhile:\n" + timelines(since))
 
 
 def timelines(since: int) -> str:
-    """What each node's units and guard did since the fault, and how far its engine got in starting."""
+    """What each node's units and guard did since `since` (the fault, or the start of a wait), and
+    how far its engine got in starting."""
     events = ("Start|Stopp|Failed|exited|guard|liveness|restart|epoch|non-default args|world_size"
               "|Initializing a V1|startup complete|timed out|Timeout|Error:")
-    return "\n".join(journal_since(node, ["vllm-serve", "vllm-serve-guard"], since, events) for node in NODES)
+    return "\n".join(journal_since(node, list(SERVING_UNITS), since, events) for node in NODES)
 
 
-def recovery_after(fault: Callable[[], None], restore: Callable[[], None] | None = None,
+def recovery_after(since: int, fault: Callable[[], None], restore: Callable[[], None] | None = None,
                    restore_after: float = 0, outage: bool = False) -> float:
-    """Seconds from the fault to the third completion in a row (polled every 2 s). The deadline
-    counts from the restore when the fault is an outage (see RECOVERY_DEADLINE)."""
-    since = int(time.time())
+    """Seconds from the fault (made at `since`, int(time.time()), for the journals) to the third
+    completion in a row (polled every 2 s). The deadline counts from the restore when the fault is
+    an outage (see RECOVERY_DEADLINE). The restore runs once whatever happens, also when the fault
+    itself or the polling raises: a node left stopped or a link left down would fail every test
+    after this one."""
     started = time.monotonic()
-    fault()
-    restored = restore is None
     deadline = started + RECOVERY_DEADLINE + (restore_after if outage else 0)
-    streak, recovered_at = 0, None
-    while time.monotonic() < deadline:
-        if not restored and time.monotonic() - started >= restore_after:
-            restore()
-            restored = True
-        ok = completes(timeout=10)
-        if ok:
-            recovered_at = recovered_at or time.monotonic()
-            streak += 1
-            if streak == 3:
-                return recovered_at - started
-        else:
-            streak, recovered_at = 0, None
-        time.sleep(2)
-    if not restored:
-        restore()
-    raise AssertionError(f"no recovery within {deadline - started:.0f} s of the fault; what the nodes did:\n"
-                         + timelines(since))
+    pending = restore
+    try:
+        fault()
+        streak, recovered_at = 0, None
+        while time.monotonic() < deadline:
+            if pending is not None and time.monotonic() - started >= restore_after:
+                restore_now, pending = pending, None  # cleared first: a restore that raises runs once
+                restore_now()
+            if completes(timeout=10):
+                recovered_at = recovered_at or time.monotonic()
+                streak += 1
+                if streak == 3:
+                    return recovered_at - started
+            else:
+                streak, recovered_at = 0, None
+            time.sleep(2)
+        raise ClusterBroken(f"no recovery within {deadline - started:.0f} s of the fault",
+                            "what the nodes did:\n" + timelines(since))
+    finally:
+        if pending is not None:
+            pending()
 
 
 def no_leftovers(node: str) -> None:
@@ -109,16 +170,15 @@ def no_leftovers(node: str) -> None:
 def check_fault(name: str, fault: Callable[[], None], restore: Callable[[], None] | None = None,
                 restore_after: float = 0, outage: bool = False) -> None:
     serving_healthy()
-    before = {n: starts(n) for n in NODES}
-    seconds = recovery_after(fault, restore, restore_after, outage)
+    since = int(time.time())
+    seconds = recovery_after(since, fault, restore, restore_after, outage)
     RECOVERIES[name] = seconds
     print(f"{name}: serving again {seconds:.0f} s after the fault")
     for node in NODES:
         no_leftovers(node)
         assert node_host(node).service("vllm-serve").is_running
-        extra = starts(node) - before[node]
-        # A rebooted node's journal starts afresh: count from zero there.
-        assert extra <= MAX_STARTS_PER_FAULT, f"{node}: {extra} starts of vllm-serve for one fault"
+        started = starts_since(node, since)
+        assert started <= MAX_STARTS_PER_FAULT, f"{node}: {started} starts of vllm-serve for one fault"
 
 
 def signal_engine(node: str, signal: str) -> None:
@@ -127,6 +187,7 @@ def signal_engine(node: str, signal: str) -> None:
     on(node, f"for p in $(docker top vllm-serve -eo pid | tail -n +2); do kill -{signal} $p; done; true")
 
 
+@pytest.mark.gate
 def test_head_engine_killed():
     check_fault("head engine killed", lambda: on("spark1", "docker kill vllm-serve"))
 
@@ -196,22 +257,31 @@ def test_fabric_cut_for_30_s_while_requests_flow():
     print("recovery per fault (s): " + ", ".join(f"{k}: {v:.0f}" for k, v in RECOVERIES.items()))
 
 
+@pytest.mark.gate
 def test_status_of_a_healthy_cluster_changes_nothing():
     serving_healthy()
     result = run_playbook("playbooks/status.yml")
     output = result.stdout + result.stderr
     print(output[output.find("TASK [dgx_spark.vllm.vllm_serve : Report"):][:3000])
     assert result.returncode == 0, failure(output)
-    assert changed_per_node(output) == {"spark1": 0, "spark2": 0}
+    assert changed_per_node(output) == {name: 0 for name in NODES}
     assert "answers a completion" in output
     assert re.search(r"rank 1: joined the head engine [0-9a-f]{8}", output), output[-3000:]
     assert "unit vllm-serve: active/running" in output
 
 
 @pytest.fixture(scope="module", autouse=True)
-def healthy_at_the_end():
-    """Leave the cluster serving for the tests after these (a site run heals what a fault left)."""
+def healthy_at_the_end() -> Iterator[None]:
+    """Leave the cluster serving for the tests after these: a site run heals what a fault left, or
+    what a test found broken (then the tests after this module run again: cluster_health is
+    cleared once the cluster serves). Module-scoped, it is set up before the function-scoped
+    fixtures, the one that fails a test at once among them, so its teardown runs also when every
+    test here failed at once."""
     yield
-    if not completes():
-        result = run_playbook("site.yml")
-        assert result.returncode == 0, failure(result.stdout + result.stderr)
+    if cluster_health.broken() is None and completes():
+        return
+    result = run_playbook("site.yml")
+    assert result.returncode == 0, failure(result.stdout + result.stderr)
+    assert seconds_to_first_completion(time.monotonic(), deadline=120) is not None, \
+        "site.yml ran to its end, and the cluster answered no completion within 120 s"
+    cluster_health.clear()

@@ -9,9 +9,7 @@ import threading
 import time
 
 from endpoint import seconds_to_first_completion
-from nodes import node_host
-
-NODES = ["spark1", "spark2"]
+from nodes import NODES, node_host
 
 
 def test_units_restarted_by_hand_to_the_first_completion(record_property):

@@ -1,12 +1,8 @@
 """playbooks/stop.yml stops serving on every node cleanly (runs last: it leaves serving stopped)."""
 from __future__ import annotations
 
-import re
-
-from nodes import node_host
-from playbook_run import run_playbook
-
-NODES = ["spark1", "spark2"]
+from nodes import NODES, node_host
+from playbook_run import changed_per_node, failure, run_playbook
 
 
 def test_stop_playbook_stops_serving_everywhere_and_leaves_nothing_behind():
@@ -23,5 +19,6 @@ def test_stop_playbook_stops_serving_everywhere_and_leaves_nothing_behind():
         assert host.service("docker").is_running, name
 
     again = run_playbook("playbooks/stop.yml")
-    assert again.returncode == 0
-    assert all(int(c) == 0 for c in re.findall(r"^spark\d\s+:.*?changed=(\d+)", again.stdout, re.M))
+    assert again.returncode == 0, failure(again.stdout + again.stderr)
+    # Every node in the recap, each unchanged (an empty recap must not pass).
+    assert changed_per_node(again.stdout) == {name: 0 for name in NODES}, failure(again.stdout + again.stderr)

@@ -4,11 +4,9 @@ from __future__ import annotations
 import re
 
 from cluster_state import node_states
-from nodes import FABRIC
+from nodes import FABRIC, NODES
 from playbook_run import changed_per_node as recap
 from playbook_run import changed_roles, overlay_inventory, preflight_tasks_not_shown_once, run_playbook
-
-NODES = ["spark1", "spark2"]
 
 
 def test_check_mode_shows_a_pending_change_without_making_it(tmp_path):

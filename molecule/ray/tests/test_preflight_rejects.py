@@ -6,10 +6,8 @@ network, and nothing may change on any node.
 from __future__ import annotations
 
 from cluster_state import node_states
-from nodes import FABRIC_NETWORK, HEAD_MANAGEMENT
+from nodes import FABRIC_NETWORK, HEAD_MANAGEMENT, NODES
 from playbook_run import overlay_inventory, run_playbook
-
-NODES = ["spark1", "spark2"]
 
 
 def test_head_management_address_as_ansible_host_ib_is_refused(tmp_path):
@@ -25,5 +23,5 @@ def test_head_management_address_as_ansible_host_ib_is_refused(tmp_path):
     for needle in ("spark1", "ansible_host_ib", HEAD_MANAGEMENT, str(FABRIC_NETWORK)):
         assert needle in message, (needle, message)
     assert after == before
-    recap = [line for line in output.splitlines() if line.startswith(("spark1 ", "spark2 "))]
+    recap = [line for line in output.splitlines() if line.startswith(tuple(f"{name} " for name in NODES))]
     assert recap and all("changed=0" in line for line in recap), recap

@@ -10,12 +10,11 @@ import re
 import time
 
 from endpoint import completes, seconds_to_first_completion
-from nodes import FABRIC, FILES, HEAD_MANAGEMENT, json_line, node_host, run_on_head
+from nodes import FABRIC, FILES, HEAD_MANAGEMENT, NODES, json_line, node_host, run_on_head
 from playbook_run import failure, run_playbook
 
 testinfra_hosts = ["ansible://spark1"]
 
-NODES = ["spark1", "spark2"]
 WORKER_PROCESS = "ray::RayWorker"  # RayWorkerProc (vLLM's Ray executor v2) or RayWorkerWrapper (v1)
 RAY_CONTAINER = {"spark1": "ray-head", "spark2": "ray-worker"}
 

@@ -10,7 +10,7 @@ import urllib.request
 
 import pytest
 from endpoint import COMPLETION, call
-from nodes import HF_TOKEN, node_host, on_management
+from nodes import HF_TOKEN, NODES, node_host, on_management
 
 REGISTRY = f"{on_management(50)}:5000"
 IMAGE = f"{REGISTRY}/dgx-spark-vllm-test/serving-cpu:vllm-serve-entrypoint"
@@ -46,7 +46,7 @@ def test_a_completion_is_served_by_the_pulled_image_with_the_downloaded_model():
 
 def test_the_image_is_the_one_whose_entrypoint_is_vllm_serve_and_every_node_holds_the_same():
     ids = set()
-    for name in ("spark1", "spark2"):
+    for name in NODES:
         image = json.loads(node_host(name).check_output("docker image inspect %s", IMAGE))[0]
         assert image["Config"]["Entrypoint"] == ["vllm", "serve"]
         ids.add(image["Id"])
@@ -57,7 +57,7 @@ def test_the_head_downloaded_with_progress_and_the_nodes_serve_with_the_hub_offl
     head = node_host("spark1")
     log = head.file("/var/lib/dgx-spark-vllm/models/test-org--tiny-llama.download.log").content_string
     assert "downloaded " in log and "download complete" in log, log
-    for name in ("spark1", "spark2"):  # the worker's copy came from the head's, over the fabric
+    for name in NODES:  # the worker's copy came from the head's, over the fabric
         node = node_host(name)
         assert node.file("/var/lib/dgx-spark-vllm/models/test-org--tiny-llama/.dgx-spark-vllm-complete").exists
         assert not node.file("/var/lib/dgx-spark-vllm/models/test-org--tiny-llama/.partial").exists
@@ -65,7 +65,7 @@ def test_the_head_downloaded_with_progress_and_the_nodes_serve_with_the_hub_offl
     assert "HF_HUB_OFFLINE=1" in env
 
 
-@pytest.mark.parametrize("name", ["spark1", "spark2"])
+@pytest.mark.parametrize("name", NODES)
 @pytest.mark.parametrize("what", sorted(SECRETS))
 def test_no_credentials_are_left_on_the_node(name: str, what: str):
     node = node_host(name)

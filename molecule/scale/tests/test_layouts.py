@@ -1,7 +1,8 @@
 """From tensor parallel 4 to tensor parallel 2 x pipeline parallel 2 on the same four nodes
 (controller side): site.yml with the new layout restarts serving as one group, and the endpoint
-answers from the head's management address with the same greedy tokens. Runs last (after
-test_four_nodes.py and test_distribution.py): it leaves the cluster on the new layout.
+answers from the head's management address with the same greedy tokens. Runs after
+test_four_nodes.py and test_distribution.py (they read tensor parallel 4) and before
+test_replicas.py, which moves the cluster on from the layout this one leaves (tests/conftest.py).
 
 (The CPU build of vLLM needs a patch in the test image for pipeline parallel in eager mode:
 tools/images/serving-cpu/pipeline-stage-buffer.py.)

@@ -23,6 +23,11 @@ def _platforms() -> list[dict]:
 
 
 PLATFORMS = _platforms()
+NODES = [p["name"] for p in PLATFORMS]  # in the platforms' order: spark1, the head, first
+# What the running scenario's container names start with (dgx_spark_test_prefix of
+# molecule/shared/vars/cluster.yml). Molecule sets the variable; the sandbox needs
+# MOLECULE_SCENARIO_NAME=sandbox, as tools/sandbox sets it.
+PREFIX = f"dgx-spark-vllm-test-{os.environ.get('MOLECULE_SCENARIO_NAME', 'default')}"
 FABRIC = {p["name"]: p["fabric_address"] for p in PLATFORMS}
 HEAD_MANAGEMENT = next(p["management_address"] for p in PLATFORMS if "management_address" in p)
 FABRIC_NETWORK = ipaddress.ip_network(f"{FABRIC['spark1']}/24", strict=False)
@@ -79,8 +84,7 @@ API_KEY = "dgx-spark-test-key-5f1c9a"  # molecule/shared/inventory/group_vars/sp
 
 def node_host(name: str):
     """A testinfra host for one node container of the running scenario."""
-    scenario = os.environ.get("MOLECULE_SCENARIO_NAME", "default")
-    return testinfra.get_host(f"docker://dgx-spark-vllm-test-{scenario}-{name}")
+    return testinfra.get_host(f"docker://{PREFIX}-{name}")
 
 
 def journal_since(name: str, units: list[str], since: int, pattern: str = "", lines: int = 60) -> str:

@@ -7,13 +7,10 @@ tests start it and remove it (molecule/shared/destroy.yml removes a leftover one
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 
-from nodes import REPO, on_fabric, on_management
+from nodes import PREFIX, REPO, on_fabric, on_management
 
-SCENARIO = os.environ.get("MOLECULE_SCENARIO_NAME", "default")
-PREFIX = f"dgx-spark-vllm-test-{SCENARIO}"
 NAME = f"{PREFIX}-outsider"
 LAN_ADDRESS = on_management(99)
 FABRIC_ADDRESS = on_fabric(99)

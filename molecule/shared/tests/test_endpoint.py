@@ -1,8 +1,12 @@
 """The endpoint, from outside the cluster: the head's management address."""
 from __future__ import annotations
 
+import pytest
+
 from endpoint import COMPLETION, call
 from nodes import MODEL
+
+pytestmark = pytest.mark.gate
 
 
 def test_health_answers_without_a_key():

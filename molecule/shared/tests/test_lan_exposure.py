@@ -2,15 +2,20 @@
 nothing else. Shared by the scenarios (each links this file into its tests/)."""
 from __future__ import annotations
 
+import re
+
 import pytest
 
 import outsider
 from nodes import FABRIC_NETWORK, HEAD_MANAGEMENT
 
 testinfra_hosts = ["ansible://spark1"]
+pytestmark = pytest.mark.gate
 
 # Both scenarios serve: the API, whatever the executor.
 EXPECTED_OPEN = [8000]
+FIREWALL = "dgx-spark-vllm-firewall"  # roles/firewall/vars/main.yml
+TABLE = "nft list table inet dgx_spark_vllm"
 
 
 @pytest.fixture(scope="module")
@@ -26,11 +31,29 @@ def test_only_the_api_answers_on_the_lan(stranger):
     assert found == EXPECTED_OPEN
 
 
-def test_the_firewall_table_is_loaded_and_survives_a_reload(host):
-    rules = host.check_output("nft list table inet dgx_spark_vllm")
+def without_counts(rules: str) -> str:
+    """The table as listed, less its counters' figures, which a reload resets (rule handles are
+    listed only with -a)."""
+    return re.sub(r"counter packets \d+ bytes \d+", "counter", rules)
+
+
+def tables(host) -> list[str]:
+    """The node's nftables tables, sorted: a table loaded again is listed last."""
+    return sorted(host.check_output("nft list tables").splitlines())
+
+
+def test_the_firewall_table_is_loaded_and_the_same_after_its_unit_restarts_and_reloads(host):
+    """Its unit (roles/firewall/templates/firewall.service.j2) deletes the table on stop and loads
+    the rules file on start and on reload: after each the same table is loaded, and every other
+    table (the node's Docker engine's) is still there."""
+    rules = host.check_output(TABLE)
     print(rules)
     assert "set internal_tcp" in rules and str(FABRIC_NETWORK) in rules
-    assert host.service("dgx-spark-vllm-firewall").is_enabled
-    assert host.service("dgx-spark-vllm-firewall").is_running
-    # Only the collection's own table: the node's Docker engine keeps its chains.
-    assert "dgx_spark_vllm" in host.check_output("nft list tables")
+    assert host.service(FIREWALL).is_enabled
+    assert host.service(FIREWALL).is_running
+    tables_before = tables(host)
+    for action in ("restart", "reload"):
+        host.check_output(f"systemctl {action} {FIREWALL}")
+        assert host.service(FIREWALL).is_running, action
+        assert without_counts(host.check_output(TABLE)) == without_counts(rules), action
+        assert tables(host) == tables_before, action

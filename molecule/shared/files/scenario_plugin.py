@@ -1,0 +1,31 @@
+"""The pytest hooks and fixture every scenario's tests share. Each tests/conftest.py imports them
+into its own namespace, where pytest finds them (pytest refuses pytest_plugins in a conftest below
+the top level)."""
+from __future__ import annotations
+
+import pytest
+
+import cluster_health
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "gate: run by the CI gate against the two-node sandbox "
+        "(MOLECULE_SCENARIO_NAME=sandbox pytest -m gate molecule/default/tests)")
+
+
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> None:
+    """Record the first test that found the cluster broken (it raised ClusterBroken)."""
+    if call.excinfo is not None and call.excinfo.errisinstance(cluster_health.ClusterBroken):
+        cluster_health.mark_broken(call.excinfo.value.reason, item.name)
+
+
+@pytest.fixture(autouse=True)
+def fail_at_once_on_a_broken_cluster() -> None:
+    """Once a test found the cluster broken, every later test fails at once with that reason,
+    until something heals it (test_self_healing's module fixture runs site.yml): against a broken
+    cluster each would only sit out its own deadlines. Function-scoped, it is set up after a
+    module's own module-scoped fixtures, so a healing fixture's teardown still runs."""
+    found = cluster_health.broken()
+    if found is not None:
+        pytest.fail(found, pytrace=False)
