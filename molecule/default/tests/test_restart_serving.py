@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -28,26 +27,6 @@ OTHER_SERVICES = ("systemctl show --property=MainPID --property=ActiveEnterTimes
 def processes_of_container(host, container_id: str) -> list[str]:
     """Processes still in the given (old) container's cgroup: orphans after a restart."""
     return host.run("grep -l %s /proc/[0-9]*/cgroup", container_id).stdout.split()
-
-
-def served_names() -> list[str]:
-    """The model names the endpoint lists ([] while it does not answer)."""
-    try:
-        status, models = call("/v1/models")
-    except (OSError, ValueError):
-        return []
-    return [m["id"] for m in models.get("data", [])] if status == 200 else []
-
-
-@pytest.fixture(scope="module", autouse=True)
-def the_inventorys_name_served_at_the_end() -> Iterator[None]:
-    """The first test leaves ODD_NAME served, and only the last one serves the inventory's name
-    again. Where the last did not run (the CI gate runs the first alone) or did not get that far,
-    a serve.yml run puts the inventory's name back: the next run's endpoint tests ask for it."""
-    yield
-    if ODD_NAME in served_names():
-        result = run_playbook("playbooks/serve.yml")
-        assert result.returncode == 0, failure(result.stdout + result.stderr)
 
 
 @pytest.mark.gate
