@@ -60,7 +60,7 @@ def test_nothing_binds_the_head_management_address(host):
 
 
 # Seconds for both Ray nodes to be listed again after their units restart: 31-101 s measured with
-# the default scenario beside this one; once 181+ s in CI, while the default scenario's fault tests
+# the mp scenario beside this one; once 181+ s in CI, while the mp scenario's fault tests
 # restarted engines at twice this scenario's CPU weight. A node stuck for good still fails, with
 # both units' journals.
 REJOIN_DEADLINE = 300

@@ -11,7 +11,7 @@ import cluster_health
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "gate: run by the CI gate against the two-node sandbox "
-        "(MOLECULE_SCENARIO_NAME=sandbox pytest -m gate molecule/default/tests)")
+        "(MOLECULE_SCENARIO_NAME=sandbox pytest -m gate molecule/mp/tests)")
 
 
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> None:
