@@ -9,7 +9,7 @@ deadline fails with both nodes' timelines (units, guards, engine start-up) since
 
 Each fault starts from a serving cluster. One that is not (a serving unit stopped for good, no
 completions within HEALTHY_DEADLINE), or that misses a recovery, is broken: the test fails naming
-why, the tests after it fail at once (molecule/shared/files/cluster_health.py), and this module's
+why, the tests after it fail at once (molecule/shared/helpers/cluster_health.py), and this module's
 fixture runs site.yml at its end to heal it for the modules after.
 """
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """Serving units on every node (testinfra): layout, environment, secrets."""
 from __future__ import annotations
 
-import json
-
-from nodes import API_KEY, FABRIC, HF_TOKEN, MODEL, env_file, interface_of, node, node_host
+from nodes import API_KEY, FABRIC, HEAD, HF_TOKEN, MODEL, env_file, interface_of, node, node_host, serve_args
 
 MODEL_LISTING = ("cd /var/lib/dgx-spark-vllm/models/%s && "
                  "find . -type f ! -name '.dgx-spark-vllm-*' -printf '%%P %%s\\n' | sort")
@@ -18,9 +16,8 @@ def test_every_node_runs_its_serving_unit_and_no_ray(host):
 
 def test_rank_and_rendezvous_point(host):
     me = node(host)
-    args = json.loads(host.check_output("docker inspect --format '{{json .Args}}' vllm-serve"))
-    value = {flag: args[i + 1] for i, flag in enumerate(args[:-1]) if flag.startswith("--")}
-    assert value["--master-addr"] == FABRIC["spark1"]
+    args, value = serve_args(host)
+    assert value["--master-addr"] == FABRIC[HEAD]
     assert value["--tensor-parallel-size"] == "2"
     assert value["--nnodes"] == "2"
     assert value["--distributed-executor-backend"] == "mp"
@@ -35,7 +32,7 @@ def test_environment_is_root_only_and_binds_own_fabric_address(host):
         assert (f.user, f.group, f.mode) == ("root", "root", 0o600), name
     env = env_file(host, "vllm-serve")
     assert env["VLLM_HOST_IP"] == FABRIC[me]
-    assert env["MASTER_ADDR"] == FABRIC["spark1"]
+    assert env["MASTER_ADDR"] == FABRIC[HEAD]
     assert env["GLOO_SOCKET_IFNAME"] == interface_of(host, FABRIC[me])
     assert env["HF_HUB_OFFLINE"] == "1"
     assert "VLLM_API_KEY" not in env

@@ -10,13 +10,12 @@ import re
 import time
 
 from endpoint import completes, seconds_to_first_completion
-from nodes import FABRIC, FILES, HEAD_MANAGEMENT, NODES, json_line, node_host, run_on_head
+from nodes import FABRIC, FILES, HEAD_MANAGEMENT, NODES, UNITS, json_line, node_host, run_on_head
 from playbook_run import failure, run_playbook
 
 testinfra_hosts = ["ansible://spark1"]
 
 WORKER_PROCESS = "ray::RayWorker"  # RayWorkerProc (vLLM's Ray executor v2) or RayWorkerWrapper (v1)
-RAY_CONTAINER = {"spark1": "ray-head", "spark2": "ray-worker"}
 
 
 def ray_workers(host) -> list[dict]:
@@ -84,7 +83,7 @@ def test_unit_start_to_first_completion(record_property):
 
 def ray_containers() -> dict[str, str]:
     return {n: node_host(n).check_output("docker inspect --format '{{.Id}} {{.State.StartedAt}}' %s",
-                                         RAY_CONTAINER[n]) for n in NODES}
+                                         UNITS[n]) for n in NODES}
 
 
 def test_restart_serving_leaves_ray_alone(host):

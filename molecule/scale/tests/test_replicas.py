@@ -15,14 +15,14 @@ import time
 
 from ansible_run import write_overlay_inventory
 from endpoint import completes
-from four_nodes import FABRIC, serve_args
-from nodes import HEAD_MANAGEMENT, node_host
+from nodes import FABRIC, HEAD_MANAGEMENT, node_host, serve_args
 from playbook_run import failure, run_playbook
+from settings import setting
 
 REPLICAS = [{"name": "a", "head": "spark1", "nodes": ["spark1", "spark2"]},
             {"name": "b", "head": "spark3", "nodes": ["spark3", "spark4"]}]
 HEADS = {"a": "spark1", "b": "spark3"}
-INTERNAL_PORT = 8001  # dgx_spark_replica_api_port's default
+INTERNAL_PORT = setting("dgx_spark_replica_api_port")
 REQUESTS = 20
 
 
