@@ -24,8 +24,7 @@ from support.ansible_run import (
     write_fact_cache,
     write_overlay_inventory,
 )
-from test_preflight import VAULT, local_host_vars
-from test_preflight_four_nodes import FABRIC, facts_of, run_preflight
+from support.example_inventory import FABRIC, VAULT, facts_of, local_host_vars, run_four_node_preflight
 
 A = {"name": "a", "head": "spark1", "nodes": ["spark1", "spark2"]}
 B = {"name": "b", "head": "spark3", "nodes": ["spark3", "spark4"]}
@@ -70,7 +69,7 @@ def test_the_example_replica_inventory_passes(tmp_path: Path) -> None:
 ])
 def test_bad_replicas_are_refused_naming_host_variable_and_fix(
         tmp_path: Path, case: str, extra: dict[str, Any], expected: list[str]) -> None:
-    rc, output = run_preflight(tmp_path, extra)
+    rc, output = run_four_node_preflight(tmp_path, extra)
     assert rc != 0, f"{case}: preflight passed"
     assert "changed=1" not in output, f"{case}: something changed"
     for needle in expected:

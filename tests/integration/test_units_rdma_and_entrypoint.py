@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import shlex
-from pathlib import Path
 
 import pytest
 
@@ -26,8 +25,8 @@ from support.ansible_run import (
     write_fact_cache,
     write_overlay_inventory,
 )
+from support.example_inventory import HOSTS, VAULT, local_host_vars
 from support.facts import load_facts
-from test_preflight import HOSTS, VAULT, local_host_vars
 
 IMAGE = "hellohal2064/vllm-qwen3.5-gb10"  # inventories/sparks/group_vars/sparks/main.yml
 RDMA_ARGS = ["--device", "{dev}", "--cap-add", "IPC_LOCK", "--ulimit", "memlock=-1:-1"]

@@ -26,8 +26,7 @@ from support.ansible_run import (
     write_fact_cache,
     write_overlay_inventory,
 )
-from test_preflight import VAULT, local_host_vars
-from test_preflight_four_nodes import FABRIC, NEW_WORKERS, facts_of
+from support.example_inventory import FABRIC, NEW_WORKERS, VAULT, facts_of, local_host_vars
 
 REPLICAS = [{"name": "a", "head": "spark1", "nodes": ["spark1", "spark2"]},
             {"name": "b", "head": "spark3", "nodes": ["spark3", "spark4"]}]
