@@ -8,8 +8,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,23 @@ def local_host_vars(host_vars: dict[str, dict[str, Any]] | None,
             for host in hosts}
 
 
+def run_locally(tmp: Path, playbook: Path, facts: dict[str, dict[str, Any]], *,
+                inventory: str = "inventories/sparks",
+                host_vars: dict[str, dict[str, Any]] | None = None,
+                hosts: dict[str, Any] | None = None,
+                extra: dict[str, Any] | None = None, extra_args: Sequence[str] = (),
+                timeout: int = 300) -> subprocess.CompletedProcess[str]:
+    """``playbook`` on REPO/``inventory`` plus an overlay that runs every host of ``facts`` here
+    (``host_vars`` over that, ``hosts`` for more hosts), facts from a cache of ``facts``, the
+    user's vault and ``extra`` as extra vars; its files under ``tmp``."""
+    cache = write_fact_cache(tmp / "facts", facts)
+    overlay = write_overlay_inventory(tmp / "overlay", local_host_vars(host_vars, facts), hosts)
+    return run_ansible_playbook(playbook, [REPO / inventory, overlay],
+                                extra_vars={"dgx_spark_gather_facts": False, **VAULT, **(extra or {})},
+                                extra_args=extra_args, config=write_ansible_cfg(tmp, fact_cache=cache),
+                                cwd=tmp, timeout=timeout)
+
+
 def run_preflight(tmp_path: Path, host_vars: dict[str, dict[str, Any]] | None = None,
                   extra: dict[str, Any] | None = None,
                   hosts: dict[str, Any] | None = None,
@@ -47,13 +65,8 @@ def run_preflight(tmp_path: Path, host_vars: dict[str, dict[str, Any]] | None = 
     and ``extra`` vars, facts from the cache: ``facts`` by host, by default the two Sparks'
     recorded ones. Returns (rc, output with whitespace flattened)."""
     facts = facts if facts is not None else {host: load_facts(host) for host in HOSTS}
-    cache = write_fact_cache(tmp_path / "facts", facts)
-    config = write_ansible_cfg(tmp_path, fact_cache=cache)
-    overlay = write_overlay_inventory(tmp_path / "overlay", local_host_vars(host_vars, facts), hosts)
-    proc = run_ansible_playbook(REPO / "playbooks/preflight.yml",
-                                [REPO / "inventories/sparks", overlay],
-                                extra_vars={"dgx_spark_gather_facts": False, **VAULT, **(extra or {})},
-                                config=config, cwd=tmp_path, timeout=300)
+    proc = run_locally(tmp_path, REPO / "playbooks/preflight.yml", facts, host_vars=host_vars, hosts=hosts,
+                       extra=extra)
     return proc.returncode, flat_output(proc)
 
 
@@ -99,19 +112,15 @@ def check_mode_first_deploy(tmp: Path, extra_vars: dict[str, object]) -> FirstDe
     log = tmp / "systemctl.log"
     write_systemctl(fake_bin, log)
     data_dirs = {host: tmp / host / "data" for host in HOSTS}
-    cache = write_fact_cache(tmp / "facts", {host: load_facts(host) for host in HOSTS})
-    overlay = write_overlay_inventory(tmp / "overlay", local_host_vars(
-        {host: {"dgx_spark_data_dir": str(path)} for host, path in data_dirs.items()}))
     # A short path: unix socket paths are limited to about 100 characters.
     socket = Path(f"/tmp/dgx-spark-vllm-test-docker-{os.getpid()}-{tmp.name[-8:]}.sock")
     with DockerEngine(socket) as engine, pytest.MonkeyPatch.context() as env:
         env.setenv("DOCKER_HOST", engine.url)
         env.setenv("PATH", f"{fake_bin}{os.pathsep}{os.environ['PATH']}")
-        proc = run_ansible_playbook(REPO / "site.yml", [REPO / "inventories/sparks", overlay],
-                                    extra_vars={"dgx_spark_gather_facts": False, "ib_network_verify": False,
-                                                **extra_vars, **VAULT},
-                                    extra_args=["--check", "--diff"],
-                                    config=write_ansible_cfg(tmp, fact_cache=cache), cwd=tmp, timeout=600)
+        proc = run_locally(tmp, REPO / "site.yml", {host: load_facts(host) for host in HOSTS},
+                           host_vars={host: {"dgx_spark_data_dir": str(path)} for host, path in data_dirs.items()},
+                           extra={"ib_network_verify": False, **extra_vars}, extra_args=["--check", "--diff"],
+                           timeout=600)
         requests = engine.requests
     # The whole run, for whoever reads a failure (assertions show its tail).
     (tmp / "output.txt").write_text(proc.stdout + proc.stderr)
