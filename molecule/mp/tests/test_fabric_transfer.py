@@ -67,7 +67,7 @@ def test_a_receiver_refuses_every_address_but_the_sending_node():
 
 
 def test_a_stream_altered_on_the_way_fails_the_run_and_leaves_the_old_model_served():
-    head, worker = node_host("spark1"), node_host("spark2")
+    head, worker = node_host(HEAD), node_host("spark2")
     # The worker's copy differs from the head's (an extra file), so a run sends the model again.
     worker.check_output(f"touch {MODEL_DIR}/stray-file")
     before = worker.check_output(LISTING)

@@ -9,7 +9,7 @@ def test_unit_runs_on_its_node_only(host):
     me = node(host)
     assert host.service(UNITS[me]).is_running
     assert host.service(UNITS[me]).is_enabled
-    other = UNITS["spark2" if me == "spark1" else "spark1"]
+    other = UNITS["spark2" if me == HEAD else "spark1"]
     assert not host.file(f"/etc/systemd/system/{other}.service").exists
 
 

@@ -98,13 +98,13 @@ def test_restarted_ray_layer_rejoins_over_the_fabric(host):
 def test_serving_recovers_when_the_workers_ray_node_restarts():
     """The worker's Ray node alone: vLLM's worker there dies with it; the head's serving guard sees
     completions fail and restarts serving, which places its worker on the rejoined node."""
-    serving_before = node_host("spark1").check_output("docker inspect --format '{{.Id}}' vllm-serve")
+    serving_before = node_host(HEAD).check_output("docker inspect --format '{{.Id}}' vllm-serve")
     started = time.monotonic()
     node_host("spark2").check_output("systemctl restart ray-worker")
     served = seconds_to_first_completion(started, deadline=300)
     print(f"worker's Ray node restarted: serving answered again {served} s later")
     assert served is not None
-    assert node_host("spark1").check_output("docker inspect --format '{{.Id}}' vllm-serve") != serving_before
+    assert node_host(HEAD).check_output("docker inspect --format '{{.Id}}' vllm-serve") != serving_before
 
 
 GCS_WRITE = r"""

@@ -14,7 +14,7 @@ MODEL_DIR = "/var/lib/dgx-spark-vllm/models/tiny-llama"
 
 
 def test_the_head_sent_the_image_once_for_three_workers():
-    head = node_host("spark1")
+    head = node_host(HEAD)
     interface = interface_of(head, FABRIC[HEAD])
     sent = int(head.check_output(f"cat /sys/class/net/{interface}/statistics/tx_bytes"))
     image = int(head.check_output("docker image inspect --format '{{.Size}}' %s", IMAGE))

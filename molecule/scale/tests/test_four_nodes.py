@@ -15,7 +15,7 @@ def test_every_node_runs_its_rank_of_tensor_parallel_4(host):
     assert value["--node-rank"] == str(RANK[me])
     assert value["--tensor-parallel-size"] == "4"
     assert value["--master-addr"] == FABRIC[HEAD]
-    assert ("--headless" in args) == (me != "spark1")
+    assert ("--headless" in args) == (me != HEAD)
 
 
 def test_every_node_binds_its_own_fabric_address(host):
@@ -27,4 +27,4 @@ def test_every_node_binds_its_own_fabric_address(host):
 
 
 def test_every_node_holds_the_image_the_head_holds(host):
-    assert host.check_output(IMAGE_ID) == node_host("spark1").check_output(IMAGE_ID)
+    assert host.check_output(IMAGE_ID) == node_host(HEAD).check_output(IMAGE_ID)
