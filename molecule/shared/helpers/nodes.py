@@ -17,11 +17,12 @@ FILES = REPO / "molecule" / "shared" / "files"
 
 def _platforms() -> list[dict]:
     """The running scenario's nodes and their addresses: its molecule.yml platforms (merged with the
-    base configuration), their one home; the sandbox's when no scenario runs."""
+    base configuration), their one home; the base configuration's, the sandbox's, when no scenario
+    runs."""
     molecule_file = os.environ.get("MOLECULE_FILE")
     if molecule_file and Path(molecule_file).is_file():
         return yaml.safe_load(Path(molecule_file).read_text())["platforms"]
-    return yaml.safe_load((REPO / "molecule/shared/vars/cluster.yml").read_text())["dgx_spark_test_nodes"]
+    return yaml.safe_load((REPO / ".config/molecule/config.yml").read_text())["platforms"]
 
 
 PLATFORMS = _platforms()
