@@ -13,71 +13,15 @@ wait skip themselves in check mode.
 """
 from __future__ import annotations
 
-import os
-import re
-from pathlib import Path
-
 import pytest
 
-from support.ansible_run import (
-    REPO,
-    flat_output,
-    run_ansible_playbook,
-    write_ansible_cfg,
-    write_fact_cache,
-    write_overlay_inventory,
-)
-from support.facts import load_facts
-from support.fresh_node import READ_ONLY_SYSTEMCTL, DockerEngine, systemctl_verbs, write_systemctl
-from test_preflight import HOSTS, VAULT, local_host_vars
-
-
-class FirstDeploy:
-    """The finished check-mode run: its output and what the stand-ins saw."""
-
-    def __init__(self, rc: int, output: str, docker_requests: list[str], systemctl: list[str],
-                 data_dirs: list[Path]) -> None:
-        self.rc, self.output = rc, output
-        self.docker_requests, self.systemctl = docker_requests, systemctl
-        self.data_dirs = data_dirs
-
-
-def check_mode_first_deploy(tmp: Path, extra_vars: dict[str, object]) -> FirstDeploy:
-    """site.yml --check --diff on the example inventory with ``extra_vars``, against fresh-node
-    stand-ins under ``tmp`` (test_check_mode_replicas.py runs it too)."""
-    fake_bin = tmp / "bin"
-    log = tmp / "systemctl.log"
-    write_systemctl(fake_bin, log)
-    data_dirs = {host: tmp / host / "data" for host in HOSTS}
-    cache = write_fact_cache(tmp / "facts", {host: load_facts(host) for host in HOSTS})
-    overlay = write_overlay_inventory(tmp / "overlay", local_host_vars(
-        {host: {"dgx_spark_data_dir": str(path)} for host, path in data_dirs.items()}))
-    # A short path: unix socket paths are limited to about 100 characters.
-    socket = Path(f"/tmp/dgx-spark-vllm-test-docker-{os.getpid()}-{tmp.name[-8:]}.sock")
-    with DockerEngine(socket) as engine, pytest.MonkeyPatch.context() as env:
-        env.setenv("DOCKER_HOST", engine.url)
-        env.setenv("PATH", f"{fake_bin}{os.pathsep}{os.environ['PATH']}")
-        proc = run_ansible_playbook(REPO / "site.yml", [REPO / "inventories/sparks", overlay],
-                                    extra_vars={"dgx_spark_gather_facts": False, "ib_network_verify": False,
-                                                **extra_vars, **VAULT},
-                                    extra_args=["--check", "--diff"],
-                                    config=write_ansible_cfg(tmp, fact_cache=cache), cwd=tmp, timeout=600)
-        requests = engine.requests
-    # The whole run, for whoever reads a failure (assertions show its tail).
-    (tmp / "output.txt").write_text(proc.stdout + proc.stderr)
-    return FirstDeploy(proc.returncode, flat_output(proc), requests, systemctl_verbs(log),
-                       list(data_dirs.values()))
+from support.example_inventory import HOSTS, FirstDeploy, check_mode_first_deploy, recap
+from support.fresh_node import READ_ONLY_SYSTEMCTL
 
 
 @pytest.fixture(scope="module")
 def first_deploy(tmp_path_factory: pytest.TempPathFactory) -> FirstDeploy:
     return check_mode_first_deploy(tmp_path_factory.mktemp("check"), {})
-
-
-def recap(output: str, host: str) -> dict[str, int]:
-    found = re.search(rf"{host} : ((?:\w+=\d+ ?)+)", output)
-    assert found, f"no recap for {host}"
-    return {key: int(value) for key, value in re.findall(r"(\w+)=(\d+)", found.group(1))}
 
 
 def test_every_layer_runs_through_without_failing(first_deploy: FirstDeploy) -> None:

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import pytest
 
+from support.example_inventory import HOSTS, VAULT, FirstDeploy, check_mode_first_deploy, recap
 from support.fresh_node import READ_ONLY_SYSTEMCTL
-from test_check_mode_first_deploy import FirstDeploy, check_mode_first_deploy, recap
-from test_preflight import HOSTS, VAULT
 
 FABRIC = {"spark1": "192.168.200.12", "spark2": "192.168.200.13"}
 REPLICAS = [{"name": "a", "head": "spark1", "nodes": ["spark1"]},

@@ -31,7 +31,7 @@ PLAY = """\
 @pytest.fixture
 def playbook_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> ModuleType:
     """playbook_run imported as molecule's verifier imports it, with a local scenario inventory."""
-    for helpers in (REPO / "tests" / "support", REPO / "molecule" / "shared" / "files"):
+    for helpers in (REPO / "tests" / "support", REPO / "molecule" / "shared" / "helpers"):
         monkeypatch.syspath_prepend(str(helpers))
     inventory = tmp_path / "molecule-inventory.yml"
     inventory.write_text(json.dumps({"all": {"hosts": {"spark2": {

@@ -7,53 +7,12 @@ fail with a message that names the host, the variable and the fix.
 """
 from __future__ import annotations
 
-import sys
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from support.ansible_run import (
-    REPO,
-    flat_output,
-    run_ansible_playbook,
-    write_ansible_cfg,
-    write_fact_cache,
-    write_overlay_inventory,
-)
-from support.facts import load_facts
-
-HOSTS = ("spark1", "spark2")
-# What the user's vault.yml holds (inventories/sparks/group_vars/sparks/main.yml reads it).
-VAULT = {"vault_vllm_serve_api_key": "test-key-not-a-secret"}
-
-
-def local_host_vars(host_vars: dict[str, dict[str, Any]] | None,
-                    hosts: Iterable[str] = HOSTS) -> dict[str, dict[str, Any]]:
-    """Each host run locally by this Python, then the case's own variables over that."""
-    return {host: {"ansible_connection": "local", "ansible_become": False,
-                   "ansible_python_interpreter": sys.executable, **(host_vars or {}).get(host, {})}
-            for host in hosts}
-
-
-def run_preflight(tmp_path: Path, host_vars: dict[str, dict[str, Any]] | None = None,
-                  extra: dict[str, Any] | None = None,
-                  hosts: dict[str, Any] | None = None,
-                  facts: dict[str, dict[str, Any]] | None = None) -> tuple[int, str]:
-    """playbooks/preflight.yml on inventories/sparks plus an overlay (``host_vars``, ``hosts``)
-    and ``extra`` vars, facts from the cache: ``facts`` by host, by default the two Sparks'
-    recorded ones. Returns (rc, output with whitespace flattened)."""
-    facts = facts if facts is not None else {host: load_facts(host) for host in HOSTS}
-    cache = write_fact_cache(tmp_path / "facts", facts)
-    config = write_ansible_cfg(tmp_path, fact_cache=cache)
-    overlay = write_overlay_inventory(tmp_path / "overlay", local_host_vars(host_vars, facts), hosts)
-    proc = run_ansible_playbook(REPO / "playbooks/preflight.yml",
-                                [REPO / "inventories/sparks", overlay],
-                                extra_vars={"dgx_spark_gather_facts": False, **VAULT, **(extra or {})},
-                                config=config, cwd=tmp_path, timeout=300)
-    return proc.returncode, flat_output(proc)
-
+from support.example_inventory import run_preflight
 
 def test_example_inventory_passes(tmp_path: Path) -> None:
     rc, output = run_preflight(tmp_path)

@@ -8,41 +8,15 @@ one that leaves nodes idle is refused naming the variables and the count.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from support.facts import load_facts
-from test_preflight import run_preflight as run_example_preflight
-
-FABRIC = {"spark1": "192.168.200.12", "spark2": "192.168.200.13",
-          "spark3": "192.168.200.14", "spark4": "192.168.200.15"}
-NEW_WORKERS = ("spark3", "spark4")
-
-
-def facts_of(host: str) -> dict[str, Any]:
-    """Recorded facts: spark1's and spark2's as recorded; a new worker's are spark2's, moved to
-    its own fabric address."""
-    if host not in NEW_WORKERS:
-        return load_facts(host)
-    text = json.dumps(load_facts("spark2")).replace(f'"{FABRIC["spark2"]}"', f'"{FABRIC[host]}"')
-    assert FABRIC[host] in text
-    return json.loads(text)
-
-
-def run_preflight(tmp_path: Path, extra: dict[str, Any]) -> tuple[int, str]:
-    """test_preflight's run of the example inventory, with spark3 and spark4 added as workers."""
-    hosts = {"all": {"children": {"sparks": {"children": {
-        "spark_workers": {"hosts": {host: {} for host in NEW_WORKERS}}}}}}}
-    return run_example_preflight(tmp_path, host_vars={host: {"ansible_host_ib": FABRIC[host]} for host in NEW_WORKERS},
-                                 extra=extra, hosts=hosts, facts={host: facts_of(host) for host in FABRIC})
-
+from support.example_inventory import FABRIC, run_four_node_preflight
 
 @pytest.mark.parametrize("tensor, pipeline", [(4, 1), (2, 2)], ids=["tp4", "tp2-pp2"])
 def test_four_nodes_pass_with_a_layout_over_every_gpu(tmp_path: Path, tensor: int, pipeline: int) -> None:
-    rc, output = run_preflight(tmp_path, {"vllm_serve_tensor_parallel_size": tensor,
+    rc, output = run_four_node_preflight(tmp_path, {"vllm_serve_tensor_parallel_size": tensor,
                                           "vllm_serve_pipeline_parallel_size": pipeline})
     assert rc == 0, output[-4000:]
     for host in FABRIC:
@@ -51,7 +25,7 @@ def test_four_nodes_pass_with_a_layout_over_every_gpu(tmp_path: Path, tensor: in
 
 
 def test_four_nodes_refuse_a_layout_that_leaves_nodes_idle(tmp_path: Path) -> None:
-    rc, output = run_preflight(tmp_path, {"vllm_serve_tensor_parallel_size": 2,
+    rc, output = run_four_node_preflight(tmp_path, {"vllm_serve_tensor_parallel_size": 2,
                                           "vllm_serve_pipeline_parallel_size": 1})
     assert rc != 0
     assert ("vllm_serve_tensor_parallel_size (2) x vllm_serve_pipeline_parallel_size (1) must equal the GPUs of the "

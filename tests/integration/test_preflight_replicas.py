@@ -16,16 +16,8 @@ from typing import Any
 
 import pytest
 
-from support.ansible_run import (
-    REPO,
-    flat_output,
-    run_ansible_playbook,
-    write_ansible_cfg,
-    write_fact_cache,
-    write_overlay_inventory,
-)
-from test_preflight import VAULT, local_host_vars
-from test_preflight_four_nodes import FABRIC, facts_of, run_preflight
+from support.ansible_run import REPO, flat_output
+from support.example_inventory import FABRIC, facts_of, run_four_node_preflight, run_locally
 
 A = {"name": "a", "head": "spark1", "nodes": ["spark1", "spark2"]}
 B = {"name": "b", "head": "spark3", "nodes": ["spark3", "spark4"]}
@@ -39,11 +31,8 @@ def replicas(groups: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
 
 def test_the_example_replica_inventory_passes(tmp_path: Path) -> None:
     """inventories/sparks-replicas as it is, run locally from the recorded facts."""
-    cache = write_fact_cache(tmp_path / "facts", {host: facts_of(host) for host in FABRIC})
-    overlay = write_overlay_inventory(tmp_path / "overlay", local_host_vars(None, FABRIC))
-    proc = run_ansible_playbook(REPO / "playbooks/preflight.yml", [REPO / "inventories/sparks-replicas", overlay],
-                                extra_vars={"dgx_spark_gather_facts": False, **VAULT},
-                                config=write_ansible_cfg(tmp_path, fact_cache=cache), cwd=tmp_path)
+    proc = run_locally(tmp_path, REPO / "playbooks/preflight.yml", {host: facts_of(host) for host in FABRIC},
+                       inventory="inventories/sparks-replicas")
     output = flat_output(proc)
     assert proc.returncode == 0, output[-4000:]
     for host in FABRIC:
@@ -70,7 +59,7 @@ def test_the_example_replica_inventory_passes(tmp_path: Path) -> None:
 ])
 def test_bad_replicas_are_refused_naming_host_variable_and_fix(
         tmp_path: Path, case: str, extra: dict[str, Any], expected: list[str]) -> None:
-    rc, output = run_preflight(tmp_path, extra)
+    rc, output = run_four_node_preflight(tmp_path, extra)
     assert rc != 0, f"{case}: preflight passed"
     assert "changed=1" not in output, f"{case}: something changed"
     for needle in expected:

@@ -14,20 +14,12 @@ from __future__ import annotations
 
 import json
 import shlex
-from pathlib import Path
 
 import pytest
 
-from support.ansible_run import (
-    REPO,
-    flat_output,
-    run_ansible_playbook,
-    write_ansible_cfg,
-    write_fact_cache,
-    write_overlay_inventory,
-)
+from support.ansible_run import REPO, flat_output
+from support.example_inventory import HOSTS, run_locally
 from support.facts import load_facts
-from test_preflight import HOSTS, VAULT, local_host_vars
 
 IMAGE = "hellohal2064/vllm-qwen3.5-gb10"  # inventories/sparks/group_vars/sparks/main.yml
 RDMA_ARGS = ["--device", "{dev}", "--cap-add", "IPC_LOCK", "--ulimit", "memlock=-1:-1"]
@@ -96,21 +88,19 @@ def units(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     (dev / "uverbs0").touch()
     out = tmp / "out"
     out.mkdir()
-    cache = write_fact_cache(tmp / "facts", {host: load_facts(host) for host in HOSTS})
-    overlay = write_overlay_inventory(tmp / "overlay", local_host_vars({
+    host_vars = {
         "spark1": {"ib_network_rdma_devices": ["rocep1s0f0", "roceP2p1s0f0"],
                    "ib_network_rdma_device_path": str(dev)},
         # A device folder but no RDMA device behind the fabric interface: still none.
-        "spark2": {"ib_network_rdma_device_path": str(dev)}}))
+        "spark2": {"ib_network_rdma_device_path": str(dev)}}
     playbook = tmp / "render.yml"
     playbook.write_text(RENDER.format(
         preflight=REPO / "playbooks/preflight.yml",
         vars_files=json.dumps([str(REPO / f) for f in ROLE_FILES]),
         ray=REPO / "roles/ray_node/templates/ray-node.service.j2",
         serve=REPO / "roles/vllm_serve/templates/vllm-serve.service.j2"))
-    proc = run_ansible_playbook(playbook, [REPO / "inventories/sparks", overlay],
-                                extra_vars={"dgx_spark_gather_facts": False, "out": str(out), **VAULT},
-                                config=write_ansible_cfg(tmp, fact_cache=cache), cwd=tmp)
+    proc = run_locally(tmp, playbook, {host: load_facts(host) for host in HOSTS}, host_vars=host_vars,
+                       extra={"out": str(out)})
     assert proc.returncode == 0, flat_output(proc)[-3000:]
     rendered = {path.name.removesuffix(".service"): path.read_text() for path in out.iterdir()}
     return {**rendered, "dev": str(dev)}

@@ -18,16 +18,8 @@ from typing import Any
 
 import pytest
 
-from support.ansible_run import (
-    REPO,
-    flat_output,
-    run_ansible_playbook,
-    write_ansible_cfg,
-    write_fact_cache,
-    write_overlay_inventory,
-)
-from test_preflight import VAULT, local_host_vars
-from test_preflight_four_nodes import FABRIC, NEW_WORKERS, facts_of
+from support.ansible_run import REPO, flat_output
+from support.example_inventory import FABRIC, NEW_WORKERS, VAULT, facts_of, run_locally
 
 REPLICAS = [{"name": "a", "head": "spark1", "nodes": ["spark1", "spark2"]},
             {"name": "b", "head": "spark3", "nodes": ["spark3", "spark4"]}]
@@ -74,11 +66,8 @@ def render(tmp: Path, extra: dict[str, Any]) -> dict[str, str]:
     out = tmp / "out"
     out.mkdir(parents=True)
     hosts = ["spark1", "spark2", *NEW_WORKERS]
-    cache = write_fact_cache(tmp / "facts", {host: facts_of(host) for host in hosts})
     listing = {"all": {"children": {"sparks": {"children": {
         "spark_workers": {"hosts": {host: {} for host in NEW_WORKERS}}}}}}}
-    overlay = write_overlay_inventory(tmp / "overlay", local_host_vars(
-        {host: {"ansible_host_ib": FABRIC[host]} for host in NEW_WORKERS}, hosts), listing)
     templates = REPO / "roles/vllm_serve/templates"
     playbook = tmp / "render.yml"
     playbook.write_text(RENDER.format(
@@ -88,9 +77,9 @@ def render(tmp: Path, extra: dict[str, Any]) -> dict[str, str]:
         balancer=json.dumps([{"name": "endpoint.service", "src": str(templates / "vllm-serve-endpoint.service.j2")},
                              {"name": "endpoint.nginx.conf",
                               "src": str(templates / "vllm-serve-endpoint.nginx.conf.j2")}])))
-    proc = run_ansible_playbook(playbook, [REPO / "inventories/sparks", overlay],
-                                extra_vars={"dgx_spark_gather_facts": False, "out": str(out), **VAULT, **extra},
-                                config=write_ansible_cfg(tmp, fact_cache=cache), cwd=tmp)
+    proc = run_locally(tmp, playbook, {host: facts_of(host) for host in hosts},
+                       host_vars={host: {"ansible_host_ib": FABRIC[host]} for host in NEW_WORKERS}, hosts=listing,
+                       extra={"out": str(out), **extra})
     assert proc.returncode == 0, flat_output(proc)[-3000:]
     return {path.name: path.read_text() for path in out.iterdir()}
 

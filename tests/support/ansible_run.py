@@ -1,13 +1,13 @@
 """Run ansible-playbook from a test: the one runner every kind of test uses.
 
 The integration tests under tests/ and the molecule testinfra tests (through the adapter
-molecule/shared/files/playbook_run.py) all run the collection's playbooks the same way: the
+molecule/shared/helpers/playbook_run.py) all run the collection's playbooks the same way: the
 checkout is the collection (.collections links back to it), colour is off so assertions match
 plain text, and the result is the finished process, for the caller to assert on.
 
 Only the standard library is imported at module level: molecule's verifier imports this file
-as the top-level module ``ansible_run`` (molecule/*/tests/conftest.py puts tests/support on
-sys.path), the tests under tests/ as ``support.ansible_run``.
+as the top-level module ``ansible_run`` (molecule/shared/helpers/scenario_plugin.py puts
+tests/support on sys.path), the tests under tests/ as ``support.ansible_run``.
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ def test_no_ansible_run_in_the_project_lacks_an_inventory() -> None:
 
 @pytest.mark.parametrize("text", [
     "ansible-playbook site.yml",
-    "set -e\nansible-playbook molecule/default/prepare.yml\n",
+    "set -e\nansible-playbook molecule/mp/prepare.yml\n",
     "cd x && ansible-playbook \\\n  site.yml --check",
     "(cd /tmp && ansible all -m ping)",
     'exec "$repo/.venv/bin/ansible-playbook" serve.yml',

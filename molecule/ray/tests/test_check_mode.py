@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 
 from cluster_state import node_states
-from nodes import FABRIC, NODES
+from nodes import FABRIC, HEAD, NODES
 from playbook_run import changed_per_node as recap
 from playbook_run import changed_roles, overlay_inventory, preflight_tasks_not_shown_once, run_playbook
 
@@ -45,10 +45,10 @@ def test_a_changed_ray_port_reaches_every_unit_and_check_and_preflight_runs_once
     assert node_states(NODES) == before
 
     assert re.search(r"^\+\s+--port=6380 \\$", output, re.M), "head unit"
-    assert re.search(rf"^\+\s+--address={re.escape(FABRIC['spark1'])}:6380 \\$", output, re.M), "worker unit"
+    assert re.search(rf"^\+\s+--address={re.escape(FABRIC[HEAD])}:6380 \\$", output, re.M), "worker unit"
     # The fabric check connected to each peer on the configured port (a real connection).
     assert re.search(rf"ok: \[spark1\] => \(item=spark2 {re.escape(FABRIC['spark2'])}:6380\)", output), "fabric check"
-    assert re.search(rf"ok: \[spark2\] => \(item=spark1 {re.escape(FABRIC['spark1'])}:6380\)", output), "fabric check"
+    assert re.search(rf"ok: \[spark2\] => \(item=spark1 {re.escape(FABRIC[HEAD])}:6380\)", output), "fabric check"
 
     # The firewall closes the moved Ray ports (the GCS and the six after it).
     assert re.search(r"^\+\s+elements = \{ 6380, 6381, 6382, 6383, 6384, 6385, 6386, ", output, re.M), "firewall"

@@ -10,13 +10,12 @@ import re
 import time
 
 from endpoint import completes, seconds_to_first_completion
-from nodes import FABRIC, FILES, HEAD_MANAGEMENT, NODES, json_line, node_host, run_on_head
+from nodes import FABRIC, FILES, HEAD, HEAD_MANAGEMENT, NODES, UNITS, json_line, node_host, run_on_head
 from playbook_run import failure, run_playbook
 
 testinfra_hosts = ["ansible://spark1"]
 
 WORKER_PROCESS = "ray::RayWorker"  # RayWorkerProc (vLLM's Ray executor v2) or RayWorkerWrapper (v1)
-RAY_CONTAINER = {"spark1": "ray-head", "spark2": "ray-worker"}
 
 
 def ray_workers(host) -> list[dict]:
@@ -44,7 +43,7 @@ def host_of(endpoint: str) -> str:
 
 
 def test_serving_is_one_unit_on_the_head():
-    assert node_host("spark1").service("vllm-serve").is_running
+    assert node_host(HEAD).service("vllm-serve").is_running
     assert not node_host("spark2").file("/etc/systemd/system/vllm-serve.service").exists
     assert not node_host("spark2").run("docker inspect vllm-serve").rc == 0
 
@@ -73,7 +72,7 @@ def test_each_worker_process_talks_from_its_own_fabric_address_only():
 
 def test_unit_start_to_first_completion(record_property):
     """The closing note's figure: `systemctl restart vllm-serve` on the head to the first completion."""
-    head = node_host("spark1")
+    head = node_host(HEAD)
     started = time.monotonic()
     head.check_output("systemctl restart vllm-serve")
     seconds = seconds_to_first_completion(started, deadline=300)
@@ -84,11 +83,11 @@ def test_unit_start_to_first_completion(record_property):
 
 def ray_containers() -> dict[str, str]:
     return {n: node_host(n).check_output("docker inspect --format '{{.Id}} {{.State.StartedAt}}' %s",
-                                         RAY_CONTAINER[n]) for n in NODES}
+                                         UNITS[n]) for n in NODES}
 
 
 def test_restart_serving_leaves_ray_alone(host):
-    head = node_host("spark1")
+    head = node_host(HEAD)
     ray_before = ray_containers()
     serving_before = head.check_output("docker inspect --format '{{.Id}}' vllm-serve")
     started = time.monotonic()

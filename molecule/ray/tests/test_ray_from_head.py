@@ -7,7 +7,8 @@ import time
 
 import outsider
 from endpoint import seconds_to_first_completion
-from nodes import FABRIC, FILES, HEAD_MANAGEMENT, REPO, UNITS, journal_since, json_line, node_host, run_on_head
+from nodes import (API_PORT, FABRIC, FILES, HEAD, HEAD_MANAGEMENT, RAY_PORT, REPO, UNITS, journal_since, json_line,
+                   node_host, run_on_head)
 
 testinfra_hosts = ["ansible://spark1"]
 
@@ -31,8 +32,8 @@ def test_gloo_rendezvous_over_fabric_sums_across_nodes(host):
     assert result["world"] == 2
     assert sorted(r["node"] for r in result["ranks"]) == sorted(FABRIC.values())
     assert all(r["vllm_host_ip"] == r["node"] for r in result["ranks"])
-    assert all(r["master"] == FABRIC["spark1"] for r in result["ranks"])
-    assert result["ranks"][0]["node"] == FABRIC["spark1"]  # rank 0 holds the store at MASTER_ADDR
+    assert all(r["master"] == FABRIC[HEAD] for r in result["ranks"])
+    assert result["ranks"][0]["node"] == FABRIC[HEAD]  # rank 0 holds the store at MASTER_ADDR
     assert [r["sum"] for r in result["ranks"]] == [3.0, 3.0]  # 1 + 2 on both ranks
 
 
@@ -60,7 +61,7 @@ def test_nothing_binds_the_head_management_address(host):
 
 
 # Seconds for both Ray nodes to be listed again after their units restart: 31-101 s measured with
-# the default scenario beside this one; once 181+ s in CI, while the default scenario's fault tests
+# the mp scenario beside this one; once 181+ s in CI, while the mp scenario's fault tests
 # restarted engines at twice this scenario's CPU weight. A node stuck for good still fails, with
 # both units' journals.
 REJOIN_DEADLINE = 300
@@ -97,13 +98,13 @@ def test_restarted_ray_layer_rejoins_over_the_fabric(host):
 def test_serving_recovers_when_the_workers_ray_node_restarts():
     """The worker's Ray node alone: vLLM's worker there dies with it; the head's serving guard sees
     completions fail and restarts serving, which places its worker on the rejoined node."""
-    serving_before = node_host("spark1").check_output("docker inspect --format '{{.Id}}' vllm-serve")
+    serving_before = node_host(HEAD).check_output("docker inspect --format '{{.Id}}' vllm-serve")
     started = time.monotonic()
     node_host("spark2").check_output("systemctl restart ray-worker")
     served = seconds_to_first_completion(started, deadline=300)
     print(f"worker's Ray node restarted: serving answered again {served} s later")
     assert served is not None
-    assert node_host("spark1").check_output("docker inspect --format '{{.Id}}' vllm-serve") != serving_before
+    assert node_host(HEAD).check_output("docker inspect --format '{{.Id}}' vllm-serve") != serving_before
 
 
 GCS_WRITE = r"""
@@ -123,12 +124,12 @@ def test_a_stranger_cannot_write_into_ray_from_the_lan_or_the_fabric():
     outsider.start()
     try:
         answers = {}
-        for address in (f"{HEAD_MANAGEMENT}:6379", f"{FABRIC['spark1']}:6379"):
+        for address in (f"{HEAD_MANAGEMENT}:{RAY_PORT}", f"{FABRIC[HEAD]}:{RAY_PORT}"):
             result = outsider.python(GCS_WRITE, address, timeout=120)
             answers[address] = result.stdout.strip()
             print(f"GcsClient({address}).internal_kv_put: {answers[address][:300]}")
             assert answers[address].startswith("REFUSED"), (address, result.stdout, result.stderr[-2000:])
-        assert "AuthenticationError" in answers[f"{FABRIC['spark1']}:6379"]
+        assert "AuthenticationError" in answers[f"{FABRIC[HEAD]}:{RAY_PORT}"]
     finally:
         outsider.stop()
 
@@ -138,7 +139,7 @@ def test_a_ray_client_on_a_cluster_node_without_the_token_is_refused():
     worker = node_host("spark2")
     image = worker.check_output("docker inspect --format '{{.Config.Image}}' ray-worker").strip()  # the node's own
     result = worker.run(f"docker run --rm -i --network host --entrypoint python {image} - "
-                        f"{FABRIC['spark1']}:6379 <<'PYEOF'\n{GCS_WRITE}\nPYEOF")
+                        f"{FABRIC[HEAD]}:{RAY_PORT} <<'PYEOF'\n{GCS_WRITE}\nPYEOF")
     print(f"a token-less client on spark2: {result.stdout.strip()[:200]}")
     assert result.stdout.startswith("REFUSED") and "AuthenticationError" in result.stdout, result.stderr[-2000:]
 
@@ -149,7 +150,8 @@ def test_what_listens_on_every_address_is_on_a_port_the_firewall_closes(host):
     executor), whose new connections it accepts from the fabric only; and the API. Ports bound to
     the fabric address alone are not reachable from the LAN (the firewall drops the fabric address
     on any other interface). test_lan_exposure.py shows the result from the LAN."""
-    known = {6379, 6380, 6381, 6382, 6383, 6384, 6385, 10001, 44217, 44227, 8000}
+    # Ray's GCS port and the six after it, its client server, its metrics; the API.
+    known = {*range(RAY_PORT, RAY_PORT + 7), 10001, 44217, 44227, API_PORT}
     everywhere = [line.rsplit(":", 1) for line in host.check_output("ss -Hltn | awk '{print $4}'").split()]
     ports = {int(port) for address, port in everywhere if address in ("0.0.0.0", "*", "[::]", HEAD_MANAGEMENT)}
     unknown = {p for p in ports - known if not (10002 <= p <= 10199 or 32768 <= p <= 60999)}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 
 from endpoint import seconds_to_first_completion
-from nodes import FABRIC, node_host
+from nodes import FABRIC, HEAD, node_host
 from ansible_run import write_overlay_inventory
 from playbook_run import failure, run_playbook
 
@@ -23,7 +23,7 @@ def test_worker_advertising_the_head_address_fails_in_bounded_time_with_both_jou
     wait = f"ray_node_wait_timeout: {WAIT}\n"  # the head waits, and says what it found
     bad = str(write_overlay_inventory(tmp_path / "inventory", {
         "spark1": wait,
-        "spark2": wait + f"ray_worker_extra_args: ['--node-ip-address={FABRIC['spark1']}']\n"}))
+        "spark2": wait + f"ray_worker_extra_args: ['--node-ip-address={FABRIC[HEAD]}']\n"}))
     started = time.monotonic()
     result = run_playbook("playbooks/ray.yml", inventories=(bad,))
     seconds = time.monotonic() - started
@@ -44,7 +44,7 @@ def test_site_heals_the_cluster_and_serving():
     # at the address the worker advertised: the head's), and `ray start --block`
     # runs on without it. Whether it did depends on timing; stop the head's
     # raylet the way a drain ends it, so that site.yml always meets that case.
-    head = node_host("spark1")  # the node sees its containers' processes
+    head = node_host(HEAD)  # the node sees its containers' processes
     head.run(f"pkill --signal TERM --full {RAYLET}")  # rc 1 if it is already gone
     gone = time.monotonic() + 30
     while head.run(f"pgrep --full {RAYLET}").rc == 0:

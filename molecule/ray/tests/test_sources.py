@@ -10,7 +10,7 @@ import urllib.request
 
 import pytest
 from endpoint import COMPLETION, call
-from nodes import HF_TOKEN, NODES, node_host, on_management
+from nodes import HEAD, HF_TOKEN, NODES, node_host, on_management
 
 REGISTRY = f"{on_management(50)}:5000"
 IMAGE = f"{REGISTRY}/dgx-spark-vllm-test/serving-cpu:vllm-serve-entrypoint"
@@ -38,7 +38,7 @@ def test_a_completion_is_served_by_the_pulled_image_with_the_downloaded_model():
     status, body = call("/v1/completions", body=COMPLETION)
     assert status == 200, body
     assert body["usage"]["completion_tokens"] == COMPLETION["max_tokens"]
-    head = node_host("spark1")
+    head = node_host(HEAD)
     inspected = json.loads(head.check_output("docker inspect vllm-serve"))[0]
     assert inspected["Config"]["Image"] == IMAGE
     assert "/var/lib/dgx-spark-vllm/models/test-org--tiny-llama" in " ".join(inspected["Args"])
@@ -54,7 +54,7 @@ def test_the_image_is_the_one_whose_entrypoint_is_vllm_serve_and_every_node_hold
 
 
 def test_the_head_downloaded_with_progress_and_the_nodes_serve_with_the_hub_offline():
-    head = node_host("spark1")
+    head = node_host(HEAD)
     log = head.file("/var/lib/dgx-spark-vllm/models/test-org--tiny-llama.download.log").content_string
     assert "downloaded " in log and "download complete" in log, log
     for name in NODES:  # the worker's copy came from the head's, over the fabric

@@ -7,16 +7,15 @@ times. Runs before the layout change (test_layouts.py), which sends nothing new.
 """
 from __future__ import annotations
 
-from four_nodes import FABRIC
-from nodes import interface_of, node_host
+from nodes import FABRIC, HEAD, interface_of, node_host
 
 IMAGE = "dgx-spark-vllm-test/serving-cpu:latest"
 MODEL_DIR = "/var/lib/dgx-spark-vllm/models/tiny-llama"
 
 
 def test_the_head_sent_the_image_once_for_three_workers():
-    head = node_host("spark1")
-    interface = interface_of(head, FABRIC["spark1"])
+    head = node_host(HEAD)
+    interface = interface_of(head, FABRIC[HEAD])
     sent = int(head.check_output(f"cat /sys/class/net/{interface}/statistics/tx_bytes"))
     image = int(head.check_output("docker image inspect --format '{{.Size}}' %s", IMAGE))
     model = int(head.check_output(f"du -sb {MODEL_DIR} | cut -f1"))

@@ -2,8 +2,7 @@
 its own rank, binds its own fabric address, meets at the head's, and holds the head's image."""
 from __future__ import annotations
 
-from four_nodes import FABRIC, RANK, serve_args
-from nodes import env_file, interface_of, node, node_host
+from nodes import FABRIC, HEAD, RANK, env_file, interface_of, node, node_host, serve_args
 
 IMAGE_ID = "docker image inspect --format '{{.Id}}' dgx-spark-vllm-test/serving-cpu:latest"
 
@@ -15,17 +14,17 @@ def test_every_node_runs_its_rank_of_tensor_parallel_4(host):
     assert value["--nnodes"] == "4"
     assert value["--node-rank"] == str(RANK[me])
     assert value["--tensor-parallel-size"] == "4"
-    assert value["--master-addr"] == FABRIC["spark1"]
-    assert ("--headless" in args) == (me != "spark1")
+    assert value["--master-addr"] == FABRIC[HEAD]
+    assert ("--headless" in args) == (me != HEAD)
 
 
 def test_every_node_binds_its_own_fabric_address(host):
     me = node(host)
     env = env_file(host, "vllm-serve")
     assert env["VLLM_HOST_IP"] == FABRIC[me]
-    assert env["MASTER_ADDR"] == FABRIC["spark1"]
+    assert env["MASTER_ADDR"] == FABRIC[HEAD]
     assert env["GLOO_SOCKET_IFNAME"] == interface_of(host, FABRIC[me])
 
 
 def test_every_node_holds_the_image_the_head_holds(host):
-    assert host.check_output(IMAGE_ID) == node_host("spark1").check_output(IMAGE_ID)
+    assert host.check_output(IMAGE_ID) == node_host(HEAD).check_output(IMAGE_ID)

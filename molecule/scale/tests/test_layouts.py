@@ -13,8 +13,7 @@ import time
 
 from ansible_run import write_overlay_inventory
 from endpoint import COMPLETION, call
-from four_nodes import FABRIC, RANK, serve_args
-from nodes import node_host
+from nodes import FABRIC, RANK, node_host, serve_args
 from playbook_run import failure, run_playbook
 
 

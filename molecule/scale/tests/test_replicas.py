@@ -15,14 +15,14 @@ import time
 
 from ansible_run import write_overlay_inventory
 from endpoint import completes
-from four_nodes import FABRIC, serve_args
-from nodes import HEAD_MANAGEMENT, node_host
+from nodes import FABRIC, HEAD, HEAD_MANAGEMENT, node_host, serve_args
 from playbook_run import failure, run_playbook
+from settings import setting
 
 REPLICAS = [{"name": "a", "head": "spark1", "nodes": ["spark1", "spark2"]},
             {"name": "b", "head": "spark3", "nodes": ["spark3", "spark4"]}]
 HEADS = {"a": "spark1", "b": "spark3"}
-INTERNAL_PORT = 8001  # dgx_spark_replica_api_port's default
+INTERNAL_PORT = setting("dgx_spark_replica_api_port")
 REQUESTS = 20
 
 
@@ -38,7 +38,7 @@ def balanced_to(replica: str, since: float) -> int:
     """Endpoint requests the balancer had answered by the replica since ``since`` (epoch
     seconds): its access lines in the head's journal name the replica that answered last."""
     head = HEADS[replica]
-    lines = node_host("spark1").check_output(
+    lines = node_host(HEAD).check_output(
         f"journalctl -t vllm_serve_endpoint --since @{int(since)} -o cat --no-pager")
     return sum(line.endswith(f"{FABRIC[head]}:{INTERNAL_PORT} upstream_status=200") for line in lines.splitlines())
 
@@ -75,7 +75,7 @@ def test_site_serves_two_replicas_behind_one_endpoint(tmp_path):
         _, value = serve_args(node_host(name))
         head = HEADS["a"] if name in REPLICAS[0]["nodes"] else HEADS["b"]
         assert value["--nnodes"] == "2" and value["--master-addr"] == FABRIC[head], (name, value)
-    assert node_host("spark1").service("vllm-serve-endpoint").is_running
+    assert node_host(HEAD).service("vllm-serve-endpoint").is_running
 
 
 def test_completions_reach_both_replicas():

@@ -7,13 +7,13 @@ import re
 import pytest
 
 import outsider
-from nodes import FABRIC_NETWORK, HEAD_MANAGEMENT
+from nodes import API_PORT, FABRIC_NETWORK, HEAD_MANAGEMENT
 
 testinfra_hosts = ["ansible://spark1"]
 pytestmark = pytest.mark.gate
 
 # Both scenarios serve: the API, whatever the executor.
-EXPECTED_OPEN = [8000]
+EXPECTED_OPEN = [API_PORT]
 FIREWALL = "dgx-spark-vllm-firewall"  # roles/firewall/vars/main.yml
 TABLE = "nft list table inet dgx_spark_vllm"
 

@@ -1,7 +1,7 @@
 """The pure parts of roles/ib_network/files/fabric_bandwidth.py (the fabric gate's measuring
 script): bus bandwidth, sizes, NCCL's transport from its log, the verdict and its message, the
 arguments, and the one JSON line it prints when it cannot measure. The measurement itself (torch,
-two processes) runs in the serving image: molecule/default/tests/test_fabric_gate.py."""
+two processes) runs in the serving image: molecule/mp/tests/test_fabric_gate.py."""
 from __future__ import annotations
 
 import importlib.util

@@ -1,5 +1,5 @@
 """The systemd_escape filter: fixed cases here; systemd's own parsing of the result is
-checked on a real systemd in molecule/default/tests/test_unit_escaping.py."""
+checked on a real systemd in molecule/mp/tests/test_unit_escaping.py."""
 from __future__ import annotations
 
 import pytest

@@ -25,6 +25,14 @@ def call(path: str, key: str | None = API_KEY, body: dict | None = None, timeout
         return error.code, json.loads(error.read() or b"{}")
 
 
+def assert_completes() -> None:
+    """A real completion is answered: status 200, the tokens asked for, some text."""
+    status, body = call("/v1/completions", body=COMPLETION)
+    assert status == 200, body
+    assert body["usage"]["completion_tokens"] == COMPLETION["max_tokens"]
+    assert isinstance(body["choices"][0]["text"], str) and body["choices"][0]["text"]
+
+
 def completes(timeout: float = 10) -> bool:
     """Whether a real completion is answered with tokens right now."""
     try:

@@ -2,7 +2,7 @@
 
 The chain on loopback: the sending node 127.0.0.2 -> the relay 127.0.0.1 -> the last node
 127.0.0.4, which allows the relay only. Each node is a real ``python -c SCRIPT`` process, as
-Ansible runs it; the helpers and fixtures are those of test_fabric_pipe.py.
+Ansible runs it; the helpers and fixtures are tests/support/fabric_pipe_run.py's.
 """
 
 from __future__ import annotations
@@ -15,9 +15,7 @@ import socket
 import subprocess
 import time
 
-import pytest
-
-from test_fabric_pipe import (  # noqa: F401  (fixtures: port, processes)
+from support.fabric_pipe_run import (  # noqa: F401  (fixtures: port, processes)
     CHUNK,
     MAGIC,
     RECEIVER,
@@ -26,7 +24,7 @@ from test_fabric_pipe import (  # noqa: F401  (fixtures: port, processes)
     digest_of,
     finish,
     frame,
-    loopback_aliases_work,
+    needs_loopback_aliases,
     port,
     processes,
     start,
@@ -36,9 +34,7 @@ from test_fabric_pipe import (  # noqa: F401  (fixtures: port, processes)
 
 LAST = "127.0.0.4"
 
-pytestmark = pytest.mark.skipif(
-    not loopback_aliases_work(), reason="needs 127.0.0.2 and 127.0.0.3 on loopback (Linux)"
-)
+pytestmark = needs_loopback_aliases
 
 
 def start_last(

@@ -9,14 +9,16 @@ from __future__ import annotations
 import time
 
 import outsider
-from nodes import FABRIC, PREFIX, node_host
+from endpoint import assert_completes
+from nodes import FABRIC, HEAD, PREFIX, node_host
 from playbook_run import run_playbook
-from test_endpoint import test_completion_returns_tokens as completion_works
+from settings import setting
 
 PIPE = "/tmp/fabric_pipe.py"
 MODEL_DIR = "/var/lib/dgx-spark-vllm/models/tiny-llama"
 LISTING = f"cd {MODEL_DIR} && find . -type f -printf '%P %s\\n' | sort"
 RELAY_PORT, RELAY_SOURCE_PORT = 29700, 29701
+TRANSFER_PORT = setting("dgx_spark_transfer_port")  # the receivers listen on it
 
 # On the head: take the redirected connection, forward it to the worker's receiver from the
 # head's own fabric address (so the receiver accepts it), flipping one payload byte.
@@ -44,7 +46,7 @@ def test_a_receiver_refuses_every_address_but_the_sending_node():
     source = (outsider.REPO / "roles/fabric_transfer/files/fabric_pipe.py").read_text()
     assert outsider.docker("exec", "-i", container, "sh", "-c", f"cat > {PIPE}", stdin=source).returncode == 0
     started = outsider.docker("exec", "--detach", container, "sh", "-c",
-                              f"timeout 60 python3 {PIPE} recv {FABRIC['spark2']} 29599 40 --peer {FABRIC['spark1']}"
+                              f"timeout 60 python3 {PIPE} recv {FABRIC['spark2']} 29599 40 --peer {FABRIC[HEAD]}"
                               " > /tmp/received 2> /tmp/recv.log")
     assert started.returncode == 0, started.stderr
     worker.run_expect([0], "for i in $(seq 50); do ss -Hltn | grep -q ':29599 ' && exit 0; sleep 0.2; done; exit 1")
@@ -65,17 +67,17 @@ def test_a_receiver_refuses_every_address_but_the_sending_node():
 
 
 def test_a_stream_altered_on_the_way_fails_the_run_and_leaves_the_old_model_served():
-    head, worker = node_host("spark1"), node_host("spark2")
+    head, worker = node_host(HEAD), node_host("spark2")
     # The worker's copy differs from the head's (an extra file), so a run sends the model again.
     worker.check_output(f"touch {MODEL_DIR}/stray-file")
     before = worker.check_output(LISTING)
     image = worker.check_output("docker inspect --format '{{.Config.Image}}' vllm-serve")  # what the node serves
     image_before = worker.check_output("docker image inspect --format '{{.Id}}' %s", image)
-    redirect = (f"OUTPUT -p tcp -d {FABRIC['spark2']} --dport 29598 ! --sport {RELAY_SOURCE_PORT} "
+    redirect = (f"OUTPUT -p tcp -d {FABRIC['spark2']} --dport {TRANSFER_PORT} ! --sport {RELAY_SOURCE_PORT} "
                 f"-j REDIRECT --to-ports {RELAY_PORT}")
     head.check_output(f"iptables -t nat -I {redirect}")
     head.run(f"cat > /tmp/relay.py <<'PYEOF'\n{RELAY}\nPYEOF")
-    head.run(f"(timeout 600 python3 /tmp/relay.py {RELAY_PORT} {FABRIC['spark2']} 29598 {FABRIC['spark1']} "
+    head.run(f"(timeout 600 python3 /tmp/relay.py {RELAY_PORT} {FABRIC['spark2']} {TRANSFER_PORT} {FABRIC[HEAD]} "
              f"{RELAY_SOURCE_PORT} > /tmp/relay.log 2>&1 &)")
     try:
         result = run_playbook("playbooks/serve.yml", timeout=900)
@@ -89,7 +91,7 @@ def test_a_stream_altered_on_the_way_fails_the_run_and_leaves_the_old_model_serv
         assert worker.check_output(LISTING) == before, "the worker's model changed"
         assert not worker.file(f"{MODEL_DIR}.incoming").exists
         assert worker.check_output("docker image inspect --format '{{.Id}}' %s", image) == image_before
-        completion_works()  # still served, by the engines that were running
+        assert_completes()  # still served, by the engines that were running
     finally:
         head.run(f"iptables -t nat -D {redirect}; pkill --full /tmp/relay.py; rm -f /tmp/relay.py /tmp/relay.log")
         worker.run(f"rm -f {MODEL_DIR}/stray-file")

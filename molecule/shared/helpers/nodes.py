@@ -9,17 +9,20 @@ from pathlib import Path
 import testinfra
 import yaml
 
-FILES = Path(__file__).resolve().parent
-REPO = FILES.parents[2]
+from settings import REPO, setting
+
+# What the tests run on the nodes (docker exec -i ... python -): Ray drivers.
+FILES = REPO / "molecule" / "shared" / "files"
 
 
 def _platforms() -> list[dict]:
     """The running scenario's nodes and their addresses: its molecule.yml platforms (merged with the
-    base configuration), their one home; the sandbox's when no scenario runs."""
+    base configuration), their one home; the base configuration's, the sandbox's, when no scenario
+    runs."""
     molecule_file = os.environ.get("MOLECULE_FILE")
     if molecule_file and Path(molecule_file).is_file():
         return yaml.safe_load(Path(molecule_file).read_text())["platforms"]
-    return yaml.safe_load((REPO / "molecule/shared/vars/cluster.yml").read_text())["dgx_spark_test_nodes"]
+    return yaml.safe_load((REPO / ".config/molecule/config.yml").read_text())["platforms"]
 
 
 PLATFORMS = _platforms()
@@ -27,10 +30,11 @@ NODES = [p["name"] for p in PLATFORMS]  # in the platforms' order: spark1, the h
 # What the running scenario's container names start with (dgx_spark_test_prefix of
 # molecule/shared/vars/cluster.yml). Molecule sets the variable; the sandbox needs
 # MOLECULE_SCENARIO_NAME=sandbox, as tools/sandbox sets it.
-PREFIX = f"dgx-spark-vllm-test-{os.environ.get('MOLECULE_SCENARIO_NAME', 'default')}"
+PREFIX = f"dgx-spark-vllm-test-{os.environ.get('MOLECULE_SCENARIO_NAME', 'sandbox')}"
 FABRIC = {p["name"]: p["fabric_address"] for p in PLATFORMS}
 HEAD_MANAGEMENT = next(p["management_address"] for p in PLATFORMS if "management_address" in p)
-FABRIC_NETWORK = ipaddress.ip_network(f"{FABRIC['spark1']}/24", strict=False)
+HEAD = next(p["name"] for p in PLATFORMS if "management_address" in p)
+FABRIC_NETWORK = ipaddress.ip_network(f"{FABRIC[HEAD]}/24", strict=False)
 MANAGEMENT_NETWORK = ipaddress.ip_network(f"{HEAD_MANAGEMENT}/24", strict=False)
 
 
@@ -44,7 +48,8 @@ def on_fabric(host_number: int) -> str:
     return str(FABRIC_NETWORK[host_number])
 
 
-UNITS = {"spark1": "ray-head", "spark2": "ray-worker"}
+# Each node's Ray unit and container (ray executor).
+UNITS = {name: "ray-head" if name == HEAD else "ray-worker" for name in NODES}
 
 
 def node(host) -> str:
@@ -76,10 +81,20 @@ def run_on_head(host, script: str, *args: str):
     return host.run("docker exec -i ray-head python - " + " ".join(args) + " <<'PYEOF'\n" + script + "\nPYEOF")
 
 
-API = f"http://{HEAD_MANAGEMENT}:8000"
-MODEL = "tiny-llama"
-HF_TOKEN = "hf_dgxsparktesttoken0c2b"  # molecule/shared/inventory/group_vars/sparks/cluster.yml
-API_KEY = "dgx-spark-test-key-5f1c9a"  # molecule/shared/inventory/group_vars/sparks/cluster.yml
+API_PORT: int = setting("dgx_spark_api_port")
+RAY_PORT: int = setting("dgx_spark_ray_port")
+API = f"http://{HEAD_MANAGEMENT}:{API_PORT}"
+MODEL: str = setting("vllm_serve_served_model_name")
+HF_TOKEN: str = setting("vllm_serve_hf_token")
+API_KEY: str = setting("vllm_serve_api_key")
+# vllm_serve's node rank: the head 0, then the workers in inventory (the platforms') order.
+RANK = {name: rank for rank, name in enumerate(NODES)}
+
+
+def serve_args(host) -> tuple[list[str], dict[str, str]]:
+    """The serving container's arguments, and each --flag's value."""
+    args = json.loads(host.check_output("docker inspect --format '{{json .Args}}' vllm-serve"))
+    return args, {flag: args[i + 1] for i, flag in enumerate(args[:-1]) if flag.startswith("--")}
 
 
 def node_host(name: str):

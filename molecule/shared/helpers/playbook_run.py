@@ -1,6 +1,6 @@
 """Run the collection's own playbooks against the molecule inventory from a testinfra test.
 
-A thin adapter over tests/support/ansible_run.py (molecule/*/tests/conftest.py puts that folder
+A thin adapter over tests/support/ansible_run.py (scenario_plugin.py puts that folder
 on sys.path): it adds only what is molecule's, the scenario inventory from
 MOLECULE_INVENTORY_FILE, so these runs get the same environment and command line as the tests
 under tests/.

@@ -9,7 +9,7 @@ deadline fails with both nodes' timelines (units, guards, engine start-up) since
 
 Each fault starts from a serving cluster. One that is not (a serving unit stopped for good, no
 completions within HEALTHY_DEADLINE), or that misses a recovery, is broken: the test fails naming
-why, the tests after it fail at once (molecule/shared/files/cluster_health.py), and this module's
+why, the tests after it fail at once (molecule/shared/helpers/cluster_health.py), and this module's
 fixture runs site.yml at its end to heal it for the modules after.
 """
 from __future__ import annotations
@@ -25,7 +25,7 @@ import pytest
 import cluster_health
 from cluster_health import ClusterBroken
 from endpoint import completes, seconds_to_first_completion
-from nodes import FABRIC, NODES, PREFIX, interface_of, journal_since, node_host
+from nodes import FABRIC, HEAD, NODES, PREFIX, interface_of, journal_since, node_host
 from playbook_run import changed_per_node, failure, run_playbook
 
 # Seconds to serving again. Counted from the fault, except after an outage that no software can
@@ -189,7 +189,7 @@ def signal_engine(node: str, signal: str) -> None:
 
 @pytest.mark.gate
 def test_head_engine_killed():
-    check_fault("head engine killed", lambda: on("spark1", "docker kill vllm-serve"))
+    check_fault("head engine killed", lambda: on(HEAD, "docker kill vllm-serve"))
 
 
 def test_worker_engine_killed():

@@ -1,9 +1,7 @@
 """Serving units on every node (testinfra): layout, environment, secrets."""
 from __future__ import annotations
 
-import json
-
-from nodes import API_KEY, FABRIC, HF_TOKEN, MODEL, env_file, interface_of, node, node_host
+from nodes import API_KEY, FABRIC, HEAD, HF_TOKEN, MODEL, RANK, env_file, interface_of, node, node_host, serve_args
 
 MODEL_LISTING = ("cd /var/lib/dgx-spark-vllm/models/%s && "
                  "find . -type f ! -name '.dgx-spark-vllm-*' -printf '%%P %%s\\n' | sort")
@@ -18,24 +16,23 @@ def test_every_node_runs_its_serving_unit_and_no_ray(host):
 
 def test_rank_and_rendezvous_point(host):
     me = node(host)
-    args = json.loads(host.check_output("docker inspect --format '{{json .Args}}' vllm-serve"))
-    value = {flag: args[i + 1] for i, flag in enumerate(args[:-1]) if flag.startswith("--")}
-    assert value["--master-addr"] == FABRIC["spark1"]
+    args, value = serve_args(host)
+    assert value["--master-addr"] == FABRIC[HEAD]
     assert value["--tensor-parallel-size"] == "2"
     assert value["--nnodes"] == "2"
     assert value["--distributed-executor-backend"] == "mp"
-    assert value["--node-rank"] == ("0" if me == "spark1" else "1")
-    assert ("--headless" in args) == (me != "spark1")
+    assert value["--node-rank"] == str(RANK[me])
+    assert ("--headless" in args) == (me != HEAD)
 
 
 def test_environment_is_root_only_and_binds_own_fabric_address(host):
     me = node(host)
-    for name in ("vllm-serve.env", "vllm-serve.secrets.env")[:2 if me == "spark1" else 1]:
+    for name in ("vllm-serve.env", "vllm-serve.secrets.env")[:2 if me == HEAD else 1]:
         f = host.file(f"/etc/dgx-spark-vllm/{name}")
         assert (f.user, f.group, f.mode) == ("root", "root", 0o600), name
     env = env_file(host, "vllm-serve")
     assert env["VLLM_HOST_IP"] == FABRIC[me]
-    assert env["MASTER_ADDR"] == FABRIC["spark1"]
+    assert env["MASTER_ADDR"] == FABRIC[HEAD]
     assert env["GLOO_SOCKET_IFNAME"] == interface_of(host, FABRIC[me])
     assert env["HF_HUB_OFFLINE"] == "1"
     assert "VLLM_API_KEY" not in env
@@ -47,7 +44,7 @@ def test_api_key_appears_in_no_unit_process_list_journal_or_docker_inspect(host)
     assert API_KEY not in host.check_output("journalctl --no-pager -o cat")
     assert API_KEY not in host.check_output("cat /etc/dgx-spark-vllm/vllm-serve.env")
     assert API_KEY not in host.check_output("docker ps -q | xargs -r docker inspect")
-    if node(host) == "spark1":
+    if node(host) == HEAD:
         # ...but it is in the root-only secrets file the API server's shell sources.
         assert host.run("grep -c %s /etc/dgx-spark-vllm/vllm-serve.secrets.env", API_KEY).stdout.strip() == "1"
     else:
@@ -67,4 +64,4 @@ def test_the_hugging_face_token_reaches_no_node_when_nothing_is_downloaded(host)
 def test_model_was_copied_to_every_node(host):
     listing = host.check_output(MODEL_LISTING, MODEL)
     assert "model.safetensors" in listing and "tokenizer.json" in listing
-    assert listing == node_host("spark1").check_output(MODEL_LISTING, MODEL)
+    assert listing == node_host(HEAD).check_output(MODEL_LISTING, MODEL)

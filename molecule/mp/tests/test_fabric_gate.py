@@ -9,10 +9,10 @@ from __future__ import annotations
 import re
 
 from ansible_run import flat_output
-from nodes import FABRIC, NODES, node_host
+from nodes import FABRIC, HEAD, NODES, node_host
 from playbook_run import changed_per_node, failure, run_playbook
 
-RING = f"ring spark1 ({FABRIC['spark1']}) <-> spark2 ({FABRIC['spark2']})"
+RING = f"ring {HEAD} ({FABRIC[HEAD]}) <-> spark2 ({FABRIC['spark2']})"
 GATE_ONLY = ("--tags", "ib_network_bandwidth")
 SERVING = "docker inspect --format '{{.Id}} {{.State.StartedAt}}' vllm-serve"
 FIGURE = re.compile(r"bus bandwidth over ring [^:]*: ([0-9.]+) Gb/s \(gloo\)")
@@ -38,7 +38,7 @@ def test_gate_passes_at_the_default_cpu_threshold():
 
 
 def test_gate_fails_below_an_impossible_threshold_naming_the_ring():
-    serving_before = node_host("spark1").check_output(SERVING)
+    serving_before = node_host(HEAD).check_output(SERVING)
     result = run_playbook("site.yml", *GATE_ONLY, "-e", "ib_network_bandwidth_min_gbps=1000000")
     output = result.stdout + result.stderr
     text = flat_output(result)
@@ -50,7 +50,7 @@ def test_gate_fails_below_an_impossible_threshold_naming_the_ring():
         assert cause in fatal, cause
     measured(fatal)
     assert changed_per_node(output) == {name: 0 for name in NODES}
-    assert node_host("spark1").check_output(SERVING) == serving_before
+    assert node_host(HEAD).check_output(SERVING) == serving_before
     print(fatal[:1200])
 
 

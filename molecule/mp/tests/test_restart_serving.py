@@ -13,8 +13,7 @@ import pytest
 from ansible_run import write_overlay_inventory
 from nodes import API_KEY, NODES, node_host, on_fabric
 from playbook_run import failure, overlay_inventory, run_playbook
-from endpoint import call
-from test_endpoint import test_completion_returns_tokens as completion_works
+from endpoint import assert_completes, call
 
 # A served name systemd would split and expand if it reached the unit unquoted.
 ODD_NAME = "tiny; touch /tmp/x 100% $HOME"
@@ -124,4 +123,4 @@ def test_a_setting_that_can_never_start_stops_after_the_bounded_attempts(tmp_pat
 
     healed = run_playbook("playbooks/serve.yml")
     assert healed.returncode == 0, failure(healed.stdout + healed.stderr)
-    completion_works()
+    assert_completes()

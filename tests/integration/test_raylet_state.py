@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[3] / "roles/ray_node/files/raylet_state.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "roles/ray_node/files/raylet_state.py"
 RAYLET = "/opt/venv/lib/python3.11/site-packages/ray/core/src/ray/raylet/raylet"
 
 
