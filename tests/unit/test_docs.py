@@ -283,3 +283,31 @@ def test_a_role_readme_names_every_option_of_its_spec(role: str) -> None:
     text = readme.read_text()
     missing = sorted(name for name in spec_options(ROLES / role) if not re.search(rf"\b{name}\b", text))
     assert missing == [], f"roles/{role}/README.md does not name: {missing}"
+
+
+def heading_anchors(markdown: str) -> set[str]:
+    """GitHub's anchors of the headings: lower case, punctuation dropped, spaces as hyphens."""
+    headings = re.findall(r"^#+ (.+)$", markdown, re.MULTILINE)
+    return {re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-") for heading in headings}
+
+
+def relative_links(markdown: str) -> list[str]:
+    return [target for target in re.findall(r"\]\(([^)\s]+)\)", markdown) if "://" not in target]
+
+
+@pytest.mark.parametrize("path", doc_files(), ids=lambda path: str(path.relative_to(REPO)))
+def test_every_relative_link_of_the_docs_resolves(path: Path) -> None:
+    broken = []
+    for target in relative_links(path.read_text()):
+        file, _, anchor = target.partition("#")
+        linked = (path.parent / file).resolve() if file else path
+        if not linked.exists():
+            broken.append(target)
+        elif anchor and anchor not in heading_anchors(linked.read_text()):
+            broken.append(target)
+    assert broken == [], f"{path.relative_to(REPO)}: links to nothing: {broken}"
+
+
+def test_anchors_follow_github() -> None:
+    assert heading_anchors("## The fabric gate: bandwidth before serving\n### Benchmark: `playbooks/bench.yml`\n") \
+        == {"the-fabric-gate-bandwidth-before-serving", "benchmark-playbooksbenchyml"}
