@@ -13,7 +13,7 @@ for helpers in (REPO / "tests" / "support", REPO / "molecule" / "shared" / "file
     sys.path.insert(0, str(helpers))
 
 from ordering import in_order  # noqa: E402  (importable from the path above)
-from scenario_plugin import (  # noqa: E402,F401  (pytest finds them in this namespace)
+from scenario_plugin import (  # noqa: E402,F401 (pytest finds them here)  # pylint: disable=unused-import
     fail_at_once_on_a_broken_cluster,
     pytest_configure,
     pytest_runtest_makereport,
