@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """A Hugging Face Hub stand-in: one model repository from a local folder.
 
 It answers the requests the real ``hf download`` / ``huggingface_hub``
@@ -264,7 +263,7 @@ class HubServer(ThreadingHTTPServer):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--root", type=Path, required=True, help="folder holding the model's files")
     parser.add_argument("--repo", required=True, help="repository id to serve it as, e.g. test-org/tiny-llama")
     parser.add_argument("--token-file", type=Path, required=True, help="file holding the one accepted token")

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """Build a tiny random-weight Llama model directory for vLLM tests, offline.
 
 The result is a complete Hugging Face model directory that ``vllm serve`` can

@@ -13,7 +13,14 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from ansible.errors import AnsibleFilterError
-from netaddr import AddrFormatError, IPAddress, IPNetwork, valid_ipv4
+
+try:
+    from netaddr import AddrFormatError, IPAddress, IPNetwork, valid_ipv4
+except ImportError as import_error:
+    # Without netaddr the filter still loads (ansible-doc, the other filters); using it says what to install.
+    NETADDR_IMPORT_ERROR: ImportError | None = import_error
+else:
+    NETADDR_IMPORT_ERROR = None
 
 # Name prefixes of container and virtual bridges: the same 172.17.0.1 on every node's
 # docker0 is not a shared fabric. Matched on names, never on the driver, because the
@@ -261,6 +268,11 @@ def _check_duplicates(net: IPNetwork, picks: Mapping[str, Addr]) -> None:
 
 def reachable_subnet(hostvars: Mapping[str, Any], hosts: Sequence[str]) -> dict[str, Any]:
     """Choose the network all ``hosts`` can reach each other on, with each host's address."""
+    if NETADDR_IMPORT_ERROR is not None:
+        raise AnsibleFilterError(
+            "reachable_subnet: needs the Python library netaddr on the controller, in the Python that runs "
+            "ansible-playbook: pip install netaddr (it is in requirements.txt)"
+        ) from NETADDR_IMPORT_ERROR
     names = _check_args(hostvars, hosts)
     facts = {h: _facts(h, hostvars) for h in names}
     every = {h: _addresses(f) for h, f in facts.items()}

@@ -44,7 +44,7 @@ options:
     type: int
     default: 5
 author:
-  - dgx_spark.vllm maintainers
+  - dgx_spark.vllm maintainers (!UNKNOWN)
 """
 
 EXAMPLES = r"""

@@ -42,7 +42,7 @@ options:
     type: str
     default: vllm bench serve
 author:
-  - dgx_spark.vllm maintainers
+  - dgx_spark.vllm maintainers (!UNKNOWN)
 """
 
 EXAMPLES = r"""
@@ -168,8 +168,8 @@ def check_row(row: Row, text: str) -> Row:
 
 def format_table(rows: list[Row]) -> str:
     """A fixed-width table, one line per concurrency, ascending."""
-    headers = [header for header, _, _ in COLUMNS] + ["completed"]
-    cells = [[fmt.format(getattr(row, attr)) for _, attr, fmt in COLUMNS] + [f"{row.completed}/{row.num_prompts}"]
+    headers = [column[0] for column in COLUMNS] + ["completed"]
+    cells = [[fmt.format(getattr(row, attr)) for _header, attr, fmt in COLUMNS] + [f"{row.completed}/{row.num_prompts}"]
              for row in sorted(rows, key=lambda r: r.concurrency)]
     widths = [max(len(line[i]) for line in [headers, *cells]) for i in range(len(headers))]
     return "\n".join("  ".join(cell.rjust(width) for cell, width in zip(line, widths)) for line in [headers, *cells])
@@ -241,7 +241,7 @@ def main() -> None:
         },
         supports_check_mode=True,
     )
-    dest = os.path.expanduser(module.params["dest"])
+    dest = module.params["dest"]
     if not os.path.isabs(dest):
         module.fail_json(msg=f"dest must be an absolute path (or start with ~), got {dest!r}")
     try:

@@ -59,7 +59,7 @@ def test_round_trip_delivers_the_bytes_and_matching_digests(
     sender = start_send(processes, port, source)
 
     send_rc, send_out, send_err = finish(sender)
-    recv_rc, _, recv_err = finish(receiver)
+    recv_rc, _stdout, recv_err = finish(receiver)
 
     assert (send_rc, recv_rc) == (0, 0), send_err + recv_err
     assert received.read_bytes() == data
@@ -80,7 +80,7 @@ def test_without_digest_file_the_receiver_prints_the_record_on_stderr(
     sender = start_send(processes, port, source)
 
     assert finish(sender)[0] == 0
-    recv_rc, _, recv_err = finish(receiver)
+    recv_rc, _stdout, recv_err = finish(receiver)
 
     assert recv_rc == 0
     records = [json.loads(line) for line in recv_err.splitlines() if line.startswith("{")]
@@ -110,7 +110,7 @@ def test_a_foreign_peer_is_refused_and_the_sending_node_still_gets_through(
     assert receiver.poll() is None  # still waiting for the sending node
 
     send_rc, send_out, send_err = finish(start_send(processes, port, source))
-    recv_rc, _, recv_err = finish(receiver)
+    recv_rc, _stdout, recv_err = finish(receiver)
 
     assert (send_rc, recv_rc) == (0, 0), send_err + recv_err
     refusals = re.findall(r"refused connection from (\S+): not the sending node (\S+)", recv_err)
@@ -129,7 +129,7 @@ def test_any_of_several_peers_is_accepted(
         client.sendall(MAGIC + frame(b"hello") + frame(b""))
         assert struct.unpack("!Q", client.recv(8)) == (5,)
 
-    recv_rc, _, recv_err = finish(receiver)
+    recv_rc, _stdout, recv_err = finish(receiver)
     assert recv_rc == 0, recv_err
     assert received.read_bytes() == b"hello"
 
@@ -153,7 +153,7 @@ def test_a_cut_stream_makes_the_receiver_fail_naming_the_cut(
         client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     client.close()
 
-    recv_rc, _, recv_err = finish(receiver)
+    recv_rc, _stdout, recv_err = finish(receiver)
 
     assert recv_rc == 1
     cut = re.search(r"stream cut after (\d+) bytes: (.+)", recv_err)
@@ -180,7 +180,7 @@ def test_the_receiver_times_out_when_nobody_comes(
     with connect_from(FOREIGN, port) as intruder:  # a refused connection does not count
         assert closed_by_peer(intruder)
 
-    recv_rc, _, recv_err = finish(receiver)
+    recv_rc, _stdout, recv_err = finish(receiver)
 
     assert recv_rc == 3
     assert 1.5 <= time.monotonic() - began < WAIT
@@ -204,15 +204,15 @@ def test_progress_lines_appear_on_both_ends(
 
     def produce_slowly() -> None:  # about 1.8 s: a frame (1 MiB) every 0.6 s
         with open(write_end, "wb", buffering=0) as producer_out:
-            for _ in range(pieces):
+            for _piece in range(pieces):
                 producer_out.write(piece)
                 time.sleep(0.15)
 
     producer = threading.Thread(target=produce_slowly, daemon=True)
     producer.start()
     producer.join(WAIT)
-    send_rc, _, send_err = finish(sender)
-    recv_rc, _, recv_err = finish(receiver)
+    send_rc, _stdout, send_err = finish(sender)
+    recv_rc, _stdout, recv_err = finish(receiver)
 
     assert (send_rc, recv_rc) == (0, 0), send_err + recv_err
     number = r"\d+\.\d+"
@@ -234,8 +234,8 @@ def test_progress_lines_are_rate_limited(
     source = tmp_path / "in"
     source.write_bytes(os.urandom(8 * CHUNK))
     receiver = start_recv(processes, port, tmp_path / "out", "--progress-seconds", "600")
-    send_rc, _, send_err = finish(start_send(processes, port, source, "--progress-seconds", "600"))
-    recv_rc, _, recv_err = finish(receiver)
+    send_rc, _stdout, send_err = finish(start_send(processes, port, source, "--progress-seconds", "600"))
+    recv_rc, _stdout, recv_err = finish(receiver)
 
     assert (send_rc, recv_rc) == (0, 0)
     for err in (send_err, recv_err):
@@ -255,7 +255,7 @@ def test_the_sender_retries_until_the_receiver_starts(
     receiver = start_recv(processes, port, received)
 
     send_rc, send_out, send_err = finish(sender)
-    recv_rc, _, recv_err = finish(receiver)
+    recv_rc, _stdout, recv_err = finish(receiver)
 
     assert (send_rc, recv_rc) == (0, 0), send_err + recv_err
     assert f"waiting for the receiver at {RECEIVER}:{port}" in send_err
@@ -287,7 +287,7 @@ def test_the_sender_fails_when_the_receiver_does_not_confirm(
     with socket.create_server((RECEIVER, port)) as server:
         server.settimeout(WAIT)
         sender = start_send(processes, port, source)
-        conn, _ = server.accept()
+        conn, _address = server.accept()
         with conn:
             conn.settimeout(WAIT)
             expected = MAGIC + frame(b"0123456789") + frame(b"")
@@ -312,7 +312,7 @@ def test_the_receiver_fails_when_its_command_stops_reading(
     receiver.stdout.close()  # like `docker load` dying at once
 
     send_rc, send_out, send_err = finish(start_send(processes, port, source))
-    recv_rc, _, recv_err = finish(receiver)
+    recv_rc, _stdout, recv_err = finish(receiver)
 
     assert (send_rc, recv_rc) == (1, 1)
     assert "the receiving command stopped reading after 0 bytes" in recv_err
@@ -328,7 +328,7 @@ def test_the_receiver_rejects_a_stream_without_the_header(
         client.sendall(b"POSIX tar archive, not framed")
         assert closed_by_peer(client)
 
-    recv_rc, _, recv_err = finish(receiver)
+    recv_rc, _stdout, recv_err = finish(receiver)
 
     assert recv_rc == 1
     assert "not a fabric_pipe stream" in recv_err

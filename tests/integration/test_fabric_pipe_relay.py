@@ -15,7 +15,7 @@ import socket
 import subprocess
 import time
 
-from support.fabric_pipe_run import (  # noqa: F401  (fixtures: port, processes)
+from support.fabric_pipe_run import (  # noqa: F401 (fixtures: port, processes)  # pylint: disable=unused-import
     CHUNK,
     MAGIC,
     RECEIVER,
@@ -66,8 +66,8 @@ def test_every_node_of_the_chain_gets_the_stream_the_source_sent_once(
     sender = start_send(processes, port, source)
 
     send_rc, send_out, send_err = finish(sender)
-    relay_rc, _, relay_err = finish(relay)
-    last_rc, _, last_err = finish(last)
+    relay_rc, _stdout, relay_err = finish(relay)
+    last_rc, _stdout, last_err = finish(last)
 
     assert (send_rc, relay_rc, last_rc) == (0, 0, 0), send_err + relay_err + last_err
     assert json.loads(send_out) == digest_of(data)  # the source read and sent the data once
@@ -84,8 +84,8 @@ def test_a_next_node_that_never_listens_stops_only_the_forwarding(
     source = tmp_path / "in"
     source.write_bytes(data)
     relay = start_relay(processes, port, tmp_path / "relay", "--forward-retry-seconds", "1")
-    send_rc, _, send_err = finish(start_send(processes, port, source))
-    relay_rc, _, relay_err = finish(relay)
+    send_rc, _stdout, send_err = finish(start_send(processes, port, source))
+    relay_rc, _stdout, relay_err = finish(relay)
 
     assert (send_rc, relay_rc) == (0, 0), send_err + relay_err
     assert (tmp_path / "relay").read_bytes() == data
@@ -119,7 +119,7 @@ def test_a_next_node_lost_on_the_way_stops_only_the_forwarding(
     client.sendall(frame(b""))
     confirmed = client.recv(8)
     client.close()
-    relay_rc, _, relay_err = finish(relay)
+    relay_rc, _stdout, relay_err = finish(relay)
 
     assert relay_rc == 0, relay_err
     assert int.from_bytes(confirmed, "big") == 21 * CHUNK
@@ -136,8 +136,8 @@ def test_a_relay_whose_stream_is_cut_cuts_the_next_node_at_once(
     client.sendall(MAGIC + frame(os.urandom(1000)))
     client.close()  # cut before the end-of-stream marker
 
-    relay_rc, _, relay_err = finish(relay)
-    last_rc, _, last_err = finish(last)  # long before its WAIT-second deadline
+    relay_rc, _stdout, relay_err = finish(relay)
+    last_rc, _stdout, last_err = finish(last)  # long before its WAIT-second deadline
 
     assert (relay_rc, last_rc) == (1, 1), relay_err + last_err
     assert "stream cut after 1000 bytes" in relay_err
@@ -158,8 +158,8 @@ def test_a_relay_whose_command_stops_reading_still_forwards_then_fails(
     relay.stdout.close()  # like `docker load` dying at once on the relay
 
     send_rc, send_out, send_err = finish(start_send(processes, port, source))
-    relay_rc, _, relay_err = finish(relay)
-    last_rc, _, last_err = finish(last)
+    relay_rc, _stdout, relay_err = finish(relay)
+    last_rc, _stdout, last_err = finish(last)
 
     assert (send_rc, relay_rc, last_rc) == (0, 1, 0), send_err + relay_err + last_err
     assert json.loads(send_out) == digest_of(data)

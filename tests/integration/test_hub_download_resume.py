@@ -96,8 +96,8 @@ def _download_argv(hub: Hub, out: Path, name: str, token: bool) -> list[str]:
     if token:
         (out / "token").write_text(TOKEN)
         argv += ["--volume", f"{out / 'token'}:/run/secrets/hf-token:ro", "--env", "HF_TOKEN_PATH=/run/secrets/hf-token"]
-    return argv + ["--volume", f"{DOWNLOADER}:/hub_download.py:ro", "--entrypoint", "python3", IMAGE, "/hub_download.py", REPO_ID, "/out/model", "/out/model/.complete",
-                   "--interval", "1"]
+    return argv + ["--volume", f"{DOWNLOADER}:/hub_download.py:ro", "--entrypoint", "python3", IMAGE,
+                   "/hub_download.py", REPO_ID, "/out/model", "/out/model/.complete", "--interval", "1"]
 
 
 def _partial_bytes(out: Path) -> int:

@@ -10,7 +10,9 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 
 import pytest
 
@@ -18,7 +20,7 @@ from support.ansible_run import REPO, flat_output, run_ansible_playbook, write_a
 
 IMAGE = "example/vllm-openai:test"
 # What `docker image inspect` reports of the official image: the serving command as ENTRYPOINT.
-VLLM_OPENAI_CONFIG = {"Entrypoint": ["vllm", "serve"], "Cmd": None}
+VLLM_OPENAI_CONFIG: Mapping[str, object] = MappingProxyType({"Entrypoint": ["vllm", "serve"], "Cmd": None})
 FAKE_DOCKER = """\
 #!/bin/sh
 # docker image inspect IMAGE | docker run ... --entrypoint /bin/sh IMAGE -c SCRIPT NAME ARGS...
@@ -48,7 +50,7 @@ PLAY = """\
 """
 
 
-def make_image(directory: Path, programs: list[str], config: dict[str, object] | None,
+def make_image(directory: Path, programs: list[str], config: Mapping[str, object] | None,
                shell: bool = True) -> None:
     """A stand-in docker in ``directory`` whose image holds ``programs``; no image when config is None."""
     directory.mkdir()
@@ -65,13 +67,13 @@ def make_image(directory: Path, programs: list[str], config: dict[str, object] |
         path.write_text(script)
         path.chmod(0o755)
     if config is not None:
-        (directory / "inspect.json").write_text(json.dumps([{"Id": "sha256:0", "Config": config}]))
+        (directory / "inspect.json").write_text(json.dumps([{"Id": "sha256:0", "Config": dict(config)}]))
     if not shell:
         (directory / "no-shell").touch()
 
 
 def check(tmp_path: Path, programs: list[str], executor: str,
-          config: dict[str, object] | None = VLLM_OPENAI_CONFIG,
+          config: Mapping[str, object] | None = VLLM_OPENAI_CONFIG,
           shell: bool = True, check_mode: bool = False, download: bool = False) -> tuple[int, str]:
     """Run tasks/contents.yml against the made-up image (none when config is None); (rc, flat output)."""
     make_image(tmp_path / "fake", programs, config, shell)
@@ -107,8 +109,8 @@ def test_the_mp_executor_does_not_need_ray(tmp_path: Path) -> None:
 
 
 def test_an_image_without_vllm_names_every_missing_program(tmp_path: Path) -> None:
-    rc, output = check(tmp_path, ["python3"], "ray", config={"Entrypoint": ["/opt/nvidia/entrypoint.sh"],
-                                                               "Cmd": ["bash"]})
+    config = {"Entrypoint": ["/opt/nvidia/entrypoint.sh"], "Cmd": ["bash"]}
+    rc, output = check(tmp_path, ["python3"], "ray", config=config)
     assert rc != 0, output
     assert 'ENTRYPOINT ["/opt/nvidia/entrypoint.sh"], CMD ["bash"]) has no vllm, ray on its PATH' in output
     assert "every serving container runs `vllm serve`" in output

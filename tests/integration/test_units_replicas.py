@@ -133,8 +133,8 @@ def test_workers_follow_their_own_group_head(replicas: dict[str, str], host: str
 
 
 def test_the_balancer_is_on_the_cluster_head_only(replicas: dict[str, str]) -> None:
-    assert {name for name in replicas if "endpoint" in name} == {"spark1-endpoint.service",
-                                                                  "spark1-endpoint.nginx.conf"}
+    endpoint_files = {name for name in replicas if "endpoint" in name}
+    assert endpoint_files == {"spark1-endpoint.service", "spark1-endpoint.nginx.conf"}
 
 
 def test_the_balancer_sends_to_both_replica_heads_on_the_fabric(replicas: dict[str, str]) -> None:

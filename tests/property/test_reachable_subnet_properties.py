@@ -66,7 +66,7 @@ def host_facts(draw: st.DrawFn, shared: list[ipaddress.IPv4Network]) -> Facts:
                   active=fabric or draw(st.sampled_from(
                       [True, False] if device in noise else [True, True, True, False])),
                   type_="bridge" if device in ("docker0", "lanbr") else "ether")
-        for _ in range(draw(st.integers(min_value=0, max_value=2))):
+        for _secondary in range(draw(st.integers(min_value=0, max_value=2))):
             add_secondary(facts, device, draw(address_in(draw(st.sampled_from(shared)))))
     with_v4 = [d for d in facts["interfaces"] if "ipv4" in iface(facts, d)]
     default = draw(st.sampled_from(with_v4))

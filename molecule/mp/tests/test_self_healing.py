@@ -98,7 +98,7 @@ def require_serving_units_up() -> None:
     stopped = stopped_units()
     if stopped:
         raise ClusterBroken("; ".join(f"{node}: {unit} is {state}" for node, unit, state in stopped),
-                            "\n".join(last_journal(node, unit) for node, unit, _ in stopped))
+                            "\n".join(last_journal(node, unit) for node, unit, _state in stopped))
 
 
 def serving_healthy(seconds: float = HEALTHY_DEADLINE) -> None:
@@ -246,7 +246,7 @@ def test_fabric_cut_for_30_s_while_requests_flow():
             if not completes(timeout=10):
                 stop.wait(0.5)
 
-    flows = [threading.Thread(target=traffic, daemon=True) for _ in range(2)]
+    flows = [threading.Thread(target=traffic, daemon=True) for _flow in range(2)]
     for flow in flows:
         flow.start()
     try:

@@ -4,7 +4,6 @@ from __future__ import annotations
 from nodes import FABRIC, HEAD, RAY_PORT, UNITS, env_file, interface_of, node
 
 
-
 def test_unit_runs_on_its_node_only(host):
     me = node(host)
     assert host.service(UNITS[me]).is_running

@@ -62,12 +62,12 @@ def test_each_worker_process_talks_from_its_own_fabric_address_only():
         other = FABRIC["spark2" if name == "spark1" else "spark1"]
         listening, established = worker_sockets(name)
         print(f"{name}: worker listens on {listening}; {len(established)} connections")
-        local = {host_of(l) for l, _ in established} - {"127.0.0.1", "::1"}
+        local = {host_of(l) for l, _peer in established} - {"127.0.0.1", "::1"}
         assert local == {FABRIC[name]}, (name, established)
         bound = {host_of(l) for l in listening} - {"127.0.0.1", "::1", "*", "0.0.0.0"}
         assert bound <= {FABRIC[name]}, (name, listening)
-        assert HEAD_MANAGEMENT not in {host_of(p) for _, p in established}
-        assert other in {host_of(p) for _, p in established}, f"{name}: no connection to the other worker"
+        assert HEAD_MANAGEMENT not in {host_of(p) for _local, p in established}
+        assert other in {host_of(p) for _local, p in established}, f"{name}: no connection to the other worker"
 
 
 def test_unit_start_to_first_completion(record_property):

@@ -72,7 +72,7 @@ def test_site_serves_two_replicas_behind_one_endpoint(tmp_path):
     assert result.returncode == 0, failure(output)
     print(f"site.yml to two replicas of tensor parallel 2: {time.monotonic() - started:.0f} s")
     for name in FABRIC:
-        _, value = serve_args(node_host(name))
+        _args, value = serve_args(node_host(name))
         head = HEADS["a"] if name in REPLICAS[0]["nodes"] else HEADS["b"]
         assert value["--nnodes"] == "2" and value["--master-addr"] == FABRIC[head], (name, value)
     assert node_host(HEAD).service("vllm-serve-endpoint").is_running
@@ -81,7 +81,7 @@ def test_site_serves_two_replicas_behind_one_endpoint(tmp_path):
 def test_completions_reach_both_replicas():
     since = time.time() - 1
     before = counts()
-    answered = sum(completes(timeout=60) for _ in range(REQUESTS))
+    answered = sum(completes(timeout=60) for _request in range(REQUESTS))
     after = counts()
     per_replica = {replica: after[replica] - before[replica] for replica in HEADS}
     print(f"{answered}/{REQUESTS} completions through the endpoint; served per replica "
@@ -104,7 +104,7 @@ def test_the_endpoint_answers_while_one_replica_is_down_and_the_replica_comes_ba
     assert replica_up("b")
     node_host("spark3").check_output("docker kill vllm-serve")
     killed = time.monotonic()
-    answered = [completes(timeout=60) for _ in range(10)]
+    answered = [completes(timeout=60) for _request in range(10)]
     print(f"with replica b's head engine killed: {sum(answered)}/10 completions answered "
           f"within {time.monotonic() - killed:.0f} s")
     assert all(answered), answered

@@ -133,7 +133,7 @@ class Hasher:
         self.sha256 = hashlib.sha256()
         self.free: queue.Queue[bytearray] = queue.Queue()
         self.todo: queue.Queue[Optional[memoryview]] = queue.Queue()
-        for _ in range(HASH_BUFFERS):
+        for _buffer in range(HASH_BUFFERS):
             self.free.put(bytearray(buffer_size))
         self.thread = threading.Thread(target=self.run, name="sha256", daemon=True)
         self.thread.start()
@@ -588,7 +588,7 @@ def send(args: argparse.Namespace) -> None:
 def non_negative(text: str) -> float:
     """Parse a number of seconds."""
     value = float(text)
-    if not value >= 0:
+    if value < 0:
         raise argparse.ArgumentTypeError(f"{text} is not a number of seconds")
     return value
 

@@ -130,7 +130,7 @@ def verdict(busbw_gbps: float, min_gbps: float, ring: str, backend: str,
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--backend", choices=["nccl", "gloo"], required=True)
     parser.add_argument("--rank", type=int, required=True)
     parser.add_argument("--world-size", type=int, required=True)
@@ -184,12 +184,12 @@ def time_all_reduce(torch: Any, dist: Any, size_bytes: int, args: argparse.Names
     """Mean time of one all_reduce of size_bytes, the slowest rank's, and its bandwidths."""
     tensor = torch.ones(size_bytes // FLOAT32_BYTES, dtype=torch.float32, device=device)
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    for _ in range(args.warmup):
+    for _round in range(args.warmup):
         dist.all_reduce(tensor)
     sync()
     dist.barrier()
     started = time.perf_counter()
-    for _ in range(args.iterations):
+    for _round in range(args.iterations):
         dist.all_reduce(tensor)
     sync()
     elapsed = torch.tensor([(time.perf_counter() - started) / args.iterations], dtype=torch.float64, device=device)

@@ -41,7 +41,7 @@ def main() -> None:
         selector.register(sock, selectors.EVENT_READ, port)
     deadline = time.monotonic() + seconds
     while bound and any(n < expected for n in seen.values()) and time.monotonic() < deadline:
-        for key, _ in selector.select(timeout=0.5):
+        for key, _events in selector.select(timeout=0.5):
             conn, _peer = key.fileobj.accept()
             conn.close()
             seen[key.data] += 1

@@ -175,7 +175,7 @@ def download(repo: str, commit: str, files: list[Entry], folder: Path, errors: l
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="hub_download", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="hub_download", description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("repo")
     parser.add_argument("folder", type=Path)
     parser.add_argument("marker", type=Path)

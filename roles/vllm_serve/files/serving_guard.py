@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """The serving guard of dgx_spark.vllm: one small process per serving node.
 
 vLLM is fail-stop and a serving group only works as a whole: a headless rank
@@ -174,7 +173,7 @@ def await_container(args: list[str]) -> int:
     attempt of the unit's start limit."""
     name, deadline = args[0], time.monotonic() + float(args[1])
     while time.monotonic() < deadline:
-        found, _ = docker_inspect("container", "inspect", name)
+        found, _error = docker_inspect("container", "inspect", name)
         if found.get("State", {}).get("Running"):
             return 0
         time.sleep(1)
@@ -344,7 +343,7 @@ def serve_epoch(config: Config) -> None:
 
     class Epoch(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-            state, invocation, _ = unit_life(unit)
+            state, invocation, _age = unit_life(unit)
             body = json.dumps({"epoch": invocation if state == "active" else ""}).encode()
             self.send_response(200 if self.path == "/epoch" else 404)
             self.send_header("Content-Type", "application/json")
@@ -396,7 +395,7 @@ def read_epoch(url: str) -> str | None:
 
 def worker_step(guard: Guard, state: dict[str, Any]) -> None:
     config = guard.config
-    active, invocation, _ = unit_life(config.unit)
+    active, invocation, _age = unit_life(config.unit)
     if active != "active":
         state.update(joined=None, misses=0)
         guard.note_epoch("")

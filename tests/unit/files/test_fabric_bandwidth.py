@@ -13,9 +13,6 @@ from support.role_files import load_role_file
 
 RING = "ring spark1 (192.168.200.12) <-> spark2 (192.168.200.13)"
 
-
-
-
 fb = load_role_file("roles/ib_network/files/fabric_bandwidth.py")
 
 

@@ -61,8 +61,8 @@ def test_a_network_error_is_retried_within_the_run(fake_hub_errors: None, monkey
     assert len(calls) == 3
 
 
-def test_an_answer_of_the_hub_or_a_bad_hash_is_not_retried(fake_hub_errors: None, monkeypatch: pytest.MonkeyPatch,
-                                                            tmp_path: Path) -> None:
+def test_an_answer_of_the_hub_or_a_bad_hash_is_not_retried(
+        fake_hub_errors: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     for error in (FakeHubError("401 Unauthorized"), ValueError("hash differs")):
         calls: list[int] = []
 

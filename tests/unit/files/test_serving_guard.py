@@ -23,9 +23,6 @@ from support.role_files import load_role_file
 
 KEY = "test-key"
 
-
-
-
 sg = load_role_file("roles/vllm_serve/files/serving_guard.py")
 
 
@@ -175,7 +172,7 @@ def test_the_head_restarts_after_failures_completions_fail_or_hang(unit: dict, a
     sg.head_step(guard, KEY, state)
     assert guard.epoch == unit["invocation"]
     FakeApi.mode = mode
-    for _ in range(2):
+    for _step in range(2):
         sg.head_step(guard, KEY, state)
     assert guard.reasons == []
     sg.head_step(guard, KEY, state)
@@ -192,7 +189,7 @@ def test_a_head_still_loading_is_given_its_grace(unit: dict, api: str) -> None:
     unit["age"] = 10.0
     FakeApi.mode = "error"
     guard, state = head(api, failures=1, grace=60), {}
-    for _ in range(5):
+    for _step in range(5):
         sg.head_step(guard, KEY, state)
     assert guard.reasons == []
     unit["age"] = 61.0
@@ -222,7 +219,7 @@ def test_the_head_publishes_its_running_engines_invocation_as_epoch(unit: dict) 
     sg.serve_epoch(sg.Config(unit="vllm-serve", role="head", interval=1, failures=1, epoch_bind="127.0.0.1",
                              port=port))
     url = f"http://127.0.0.1:{port}/epoch"
-    for _ in range(50):
+    for _attempt in range(50):
         try:
             urllib.request.urlopen(url, timeout=1).close()
             break

@@ -8,6 +8,8 @@ Ansible (Templar, ansible-playbook) is in tests/integration; random clusters in 
 
 from __future__ import annotations
 
+import importlib
+import sys
 from typing import Any
 
 import pytest
@@ -328,8 +330,8 @@ def test_interface_names_with_dash_and_dot(sparks: tuple[Facts, Facts]) -> None:
 
 def test_malformed_address_facts_are_skipped(sparks: tuple[Facts, Facts]) -> None:
     iface(sparks[0], "enP2p1s0f0np0")["ipv4"] = {"address": "bogus", "prefix": "24"}
-    iface(sparks[0], "enp1s0f1np1").update(active=True, ipv4="not a mapping",
-                                            ipv4_secondaries=[{"address": "10.0.0.1"}])
+    iface(sparks[0], "enp1s0f1np1").update(
+        active=True, ipv4="not a mapping", ipv4_secondaries=[{"address": "10.0.0.1"}])
     iface(sparks[1], "enP2p1s0f0np0")["ipv4"] = {"address": "10.0.0.2", "prefix": "0"}
     sparks[1]["interfaces"].append("ghost0")  # listed without per-interface facts
     result = reachable_subnet(hostvars({"spark1": sparks[0], "spark2": sparks[1]}),
@@ -421,3 +423,15 @@ def test_container_style_facts() -> None:
 
 def test_filter_module_exposes_the_filter() -> None:
     assert FilterModule().filters() == {"reachable_subnet": reachable_subnet}
+
+
+def test_without_netaddr_the_filter_loads_and_using_it_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A controller without netaddr: the plugin still loads (ansible-doc, the other filters);
+    # calling the filter names the missing library and how to install it.
+    name = "ansible_collections.dgx_spark.vllm.plugins.filter.reachable_subnet"
+    monkeypatch.setitem(sys.modules, "netaddr", None)
+    monkeypatch.delitem(sys.modules, name)
+    without = importlib.import_module(name)
+    assert "reachable_subnet" in without.FilterModule().filters()
+    with pytest.raises(AnsibleFilterError, match="netaddr.*pip install netaddr"):
+        without.reachable_subnet({"a": {}}, ["a"])

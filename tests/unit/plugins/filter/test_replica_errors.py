@@ -85,7 +85,7 @@ def test_a_head_that_is_not_among_its_nodes() -> None:
 
 def test_a_node_in_no_group() -> None:
     found = errors([TWO_BY_TWO[0]])
-    assert [m.split(" is in no")[0] for m in found] == ["Host spark3", "Host spark4"]
+    assert [m.split(" is in no", maxsplit=1)[0] for m in found] == ["Host spark3", "Host spark4"]
 
 
 def test_a_name_that_is_not_an_inventory_host() -> None:
