@@ -18,7 +18,7 @@ guard makes the group restart together, with no controller and no SSH:
 
 Why it cannot loop: every restart goes through systemd, whose start limit
 (StartLimitBurst= in StartLimitIntervalSec=) bounds the starts of each unit,
-and `serving_guard.py backoff` (the unit's ExecStartPre) spaces systemd's own
+and `serving_node.py backoff` (the unit's ExecStartPre) spaces systemd's own
 restarts exponentially. When the limit is hit the unit stays failed, the guard
 says why in its status, and no one restarts it until an operator or a run does.
 

@@ -1,4 +1,4 @@
-"""Tests of roles/vllm_serve/files/serving_guard.py: the decisions of the serving guard.
+"""Tests of roles/vllm_serve/files/serving_node.py: the decisions of the serving guard.
 
 systemd and the other node are replaced by small fakes (the unit's state, the head's epoch);
 the HTTP parts run for real over loopback: a fake vLLM API that answers, refuses or hangs, and
@@ -26,7 +26,7 @@ KEY = "test-key"
 
 
 
-sg = load_role_file("roles/vllm_serve/files/serving_guard.py")
+sg = load_role_file("roles/vllm_serve/files/serving_node.py")
 
 
 class FakeGuard(sg.Guard):
