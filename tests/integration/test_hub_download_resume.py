@@ -1,4 +1,4 @@
-"""The role's Hub download (roles/vllm_serve/files/hub_download.py), run for real.
+"""The role's Hub download (roles/model/files/hub_download.py), run for real.
 
 The real huggingface_hub of the test serving image, inside that image, downloads
 from the Hub stand-in (tools/hub-standin.py, a local process): it needs the
@@ -27,7 +27,7 @@ from support.images import TEST_IMAGES
 REPO = Path(__file__).resolve().parents[2]
 IMAGE = TEST_IMAGES["SERVING_IMAGE"]
 HUB = REPO / "tools/hub-standin.py"
-DOWNLOADER = REPO / "roles/vllm_serve/files/hub_download.py"
+DOWNLOADER = REPO / "roles/model/files/hub_download.py"
 REPO_ID = "test-org/resume-model"
 TOKEN = "hf_test_token_for_the_stand_in"
 BIG = 24 * 1024 * 1024  # served at RATE: about 6 s, cut half way

@@ -82,7 +82,7 @@ def check(tmp_path: Path, programs: list[str], executor: str,
     proc = run_ansible_playbook(
         playbook, ["localhost,"],
         extra_vars={"fake_path": f"{tmp_path / 'fake'}{os.pathsep}{os.environ['PATH']}",
-                    "dgx_spark_executor": executor, "vllm_serve_model_download": download,
+                    "dgx_spark_executor": executor, "docker_image_hub_download": download,
                     "ansible_python_interpreter": sys.executable},
         extra_args=["-c", "local", *(["--check"] if check_mode else [])],
         config=write_ansible_cfg(tmp_path), cwd=tmp_path)
@@ -121,7 +121,7 @@ def test_a_download_on_the_head_needs_python3_with_huggingface_hub(tmp_path: Pat
     rc, output = check(tmp_path, ["vllm", "ray"], "ray", download=True)
     assert rc != 0, output
     assert ("has no python3, huggingface_hub on its PATH (the fabric gate and the Ray cluster check run python3; "
-            "vllm_serve_model_download downloads on the head with the image's python3 and huggingface_hub)") in output
+            "model_download downloads on the head with the image's python3 and huggingface_hub)") in output
     assert "and huggingface_hub for its python3 installed on its PATH" in output
     (tmp_path / "with").mkdir()
     rc, output = check(tmp_path / "with", ["vllm", "ray", "huggingface_hub"], "ray", download=True)

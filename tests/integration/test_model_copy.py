@@ -1,4 +1,4 @@
-"""The copy of vllm_serve_model_src to the head (roles/vllm_serve/tasks/model.yml), through Ansible.
+"""The copy of model_src to the head (roles/model/tasks/stage.yml), through Ansible.
 
 The task is taken from the role file as it is and run on this machine over the local
 connection (rsync then runs locally, as it would over SSH or `docker exec` to a node), into a
@@ -31,15 +31,14 @@ def rsync() -> None:
 
 
 def copy_task() -> dict[str, Any]:
-    """The role's task, as written in model.yml."""
-    tasks = yaml.safe_load((REPO / "roles/vllm_serve/tasks/model.yml").read_text())
-    block = next(task["block"] for task in tasks if "block" in task)
-    return next(task for task in block if task.get("name") == TASK_NAME)
+    """The role's task, as written in stage.yml."""
+    tasks = yaml.safe_load((REPO / "roles/model/tasks/stage.yml").read_text())
+    return next(task for task in tasks if task.get("name") == TASK_NAME)
 
 
 def run_copy(tmp_path: Path, src: Path, dest: Path, check: bool = False) -> tuple[int, str]:
     play = [{"hosts": "localhost", "gather_facts": False,
-             "vars": {"vllm_serve_model_src": str(src), "__vllm_serve_model_dir": str(dest),
+             "vars": {"model_src": str(src), "__model_dir": str(dest),
                       "dgx_spark_is_head": True},
              "tasks": [copy_task()]}]
     playbook = tmp_path / "copy.yml"

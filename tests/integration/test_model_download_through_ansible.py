@@ -1,4 +1,4 @@
-"""roles/vllm_serve/tasks/download.yml through ansible-playbook, against the Hub stand-in.
+"""roles/model/tasks/download.yml through ansible-playbook, against the Hub stand-in.
 
 The head here is localhost (its Docker engine runs the serving image's download
 container on the host network); the Hub stand-in (tools/hub-standin.py) is a
@@ -35,7 +35,7 @@ PLAY = """\
   gather_facts: false
   tasks:
     - ansible.builtin.include_role:
-        name: dgx_spark.vllm.vllm_serve
+        name: dgx_spark.vllm.model
         tasks_from: download.yml
 """
 
@@ -78,9 +78,9 @@ def hub_url(tmp_path: Path) -> Iterator[str]:
 def run_download(tmp_path: Path, hub_url: str, token: str) -> subprocess.CompletedProcess[str]:
     data = tmp_path / "data"
     variables = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
-                 "dgx_spark_image": IMAGE, "dgx_spark_data_dir": str(data), "vllm_serve_model": REPO_ID,
-                 "vllm_serve_model_download": True, "vllm_serve_hf_endpoint": hub_url,
-                 "vllm_serve_hf_token": token, "vllm_serve_download_progress_interval": 1}
+                 "dgx_spark_image": IMAGE, "dgx_spark_data_dir": str(data), "model_name": REPO_ID,
+                 "model_download": True, "model_hf_endpoint": hub_url,
+                 "model_hf_token": token, "model_download_progress_interval": 1}
     inventory = {"all": {"hosts": {"localhost": variables}}}
     (tmp_path / "hosts.yml").write_text(json.dumps(inventory))
     (tmp_path / "play.yml").write_text(PLAY)

@@ -27,7 +27,8 @@ RDMA_ARGS = ["--device", "{dev}", "--cap-add", "IPC_LOCK", "--ulimit", "memlock=
 ROLE_FILES = ["roles/dgx_spark/defaults/main.yml", "roles/dgx_spark/vars/main.yml",
               "roles/docker_image/defaults/main.yml", "roles/ray_node/defaults/main.yml",
               "roles/ray_node/vars/main.yml", "roles/vllm_serve/defaults/main.yml",
-              "roles/vllm_serve/vars/main.yml"]
+              "roles/vllm_serve/vars/main.yml", "roles/model/defaults/main.yml", "roles/model/vars/main.yml",
+              "roles/endpoint/defaults/main.yml", "roles/endpoint/vars/main.yml"]
 RENDER = """\
 - name: Preflight
   ansible.builtin.import_playbook: {preflight}
@@ -41,6 +42,8 @@ RENDER = """\
     ray_node_description: Ray node
     ray_node_start_args: []
   tasks:
+    - name: Learn where the model is (role model)
+      ansible.builtin.include_tasks: {model_path}
     - name: Render
       ansible.builtin.template:
         src: "{{{{ item.src }}}}"
@@ -95,7 +98,7 @@ def units(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         "spark2": {"ib_network_rdma_device_path": str(dev)}}
     playbook = tmp / "render.yml"
     playbook.write_text(RENDER.format(
-        preflight=REPO / "playbooks/preflight.yml",
+        preflight=REPO / "playbooks/preflight.yml", model_path=REPO / "roles/model/tasks/path.yml",
         vars_files=json.dumps([str(REPO / f) for f in ROLE_FILES]),
         ray=REPO / "roles/ray_node/templates/ray-node.service.j2",
         serve=REPO / "roles/vllm_serve/templates/vllm-serve.service.j2"))

@@ -25,7 +25,8 @@ REPLICAS = [{"name": "a", "head": "spark1", "nodes": ["spark1", "spark2"]},
             {"name": "b", "head": "spark3", "nodes": ["spark3", "spark4"]}]
 ROLE_FILES = ["roles/dgx_spark/defaults/main.yml", "roles/dgx_spark/vars/main.yml",
               "roles/docker_image/defaults/main.yml", "roles/vllm_serve/defaults/main.yml",
-              "roles/vllm_serve/vars/main.yml"]
+              "roles/vllm_serve/vars/main.yml", "roles/model/defaults/main.yml", "roles/model/vars/main.yml",
+              "roles/endpoint/defaults/main.yml", "roles/endpoint/vars/main.yml"]
 RENDER = """\
 - name: Preflight
   ansible.builtin.import_playbook: {preflight}
@@ -35,6 +36,8 @@ RENDER = """\
   gather_facts: false
   vars_files: {vars_files}
   tasks:
+    - name: Learn where the model is (role model)
+      ansible.builtin.include_tasks: {model_path}
     - name: Render the serving unit
       ansible.builtin.template:
         src: {serve}
@@ -71,12 +74,12 @@ def render(tmp: Path, extra: dict[str, Any]) -> dict[str, str]:
     templates = REPO / "roles/vllm_serve/templates"
     playbook = tmp / "render.yml"
     playbook.write_text(RENDER.format(
-        preflight=REPO / "playbooks/preflight.yml",
+        preflight=REPO / "playbooks/preflight.yml", model_path=REPO / "roles/model/tasks/path.yml",
         vars_files=json.dumps([str(REPO / f) for f in ROLE_FILES]),
         serve=templates / "vllm-serve.service.j2",
-        balancer=json.dumps([{"name": "endpoint.service", "src": str(templates / "vllm-serve-endpoint.service.j2")},
+        balancer=json.dumps([{"name": "endpoint.service", "src": str(REPO / "roles/endpoint/templates/endpoint.service.j2")},
                              {"name": "endpoint.nginx.conf",
-                              "src": str(templates / "vllm-serve-endpoint.nginx.conf.j2")}])))
+                              "src": str(REPO / "roles/endpoint/templates/endpoint.nginx.conf.j2")}])))
     proc = run_locally(tmp, playbook, {host: facts_of(host) for host in hosts},
                        host_vars={host: {"ansible_host_ib": FABRIC[host]} for host in NEW_WORKERS}, hosts=listing,
                        extra={"out": str(out), **extra})

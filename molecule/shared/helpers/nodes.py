@@ -85,7 +85,7 @@ API_PORT: int = setting("dgx_spark_api_port")
 RAY_PORT: int = setting("dgx_spark_ray_port")
 API = f"http://{HEAD_MANAGEMENT}:{API_PORT}"
 MODEL: str = setting("vllm_serve_served_model_name")
-HF_TOKEN: str = setting("vllm_serve_hf_token")
+HF_TOKEN: str = setting("model_hf_token")
 API_KEY: str = setting("vllm_serve_api_key")
 # vllm_serve's node rank: the head 0, then the workers in inventory (the platforms') order.
 RANK = {name: rank for rank, name in enumerate(NODES)}

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.gate
 
 # Both scenarios serve: the API, whatever the executor.
 EXPECTED_OPEN = [API_PORT]
-FIREWALL = "dgx-spark-vllm-firewall"  # roles/firewall/vars/main.yml
+FIREWALL = "dgx-spark-vllm-firewall"  # dgx_spark_firewall_unit, roles/dgx_spark/vars/main.yml
 TABLE = "nft list table inet dgx_spark_vllm"
 
 

@@ -1,4 +1,4 @@
-"""The download's progress report (roles/vllm_serve/files/hub_download.py)."""
+"""The download's progress report (roles/model/files/hub_download.py)."""
 from __future__ import annotations
 
 import sys
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from support.role_files import load_role_file
 
-hub_download = load_role_file("roles/vllm_serve/files/hub_download.py")
+hub_download = load_role_file("roles/model/files/hub_download.py")
 
 
 def test_progress_line_says_bytes_total_rate_and_elapsed() -> None:

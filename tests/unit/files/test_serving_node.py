@@ -1,4 +1,4 @@
-"""Tests of roles/vllm_serve/files/serving_guard.py: the decisions of the serving guard.
+"""Tests of roles/vllm_serve/files/serving_node.py: the decisions of the serving guard.
 
 systemd and the other node are replaced by small fakes (the unit's state, the head's epoch);
 the HTTP parts run for real over loopback: a fake vLLM API that answers, refuses or hangs, and
@@ -23,7 +23,7 @@ from support.role_files import load_role_file
 
 KEY = "test-key"
 
-sg = load_role_file("roles/vllm_serve/files/serving_guard.py")
+sg = load_role_file("roles/vllm_serve/files/serving_node.py")
 
 
 class FakeGuard(sg.Guard):
@@ -264,3 +264,9 @@ def test_a_guard_restart_of_a_unit_that_was_not_running_leaves_no_kill_for_a_lat
     sg.Guard(sg.Config(unit="vllm-serve", role="worker", interval=1, failures=1)).restart("a reason")
     assert sg.stop(["vllm-serve", "vllm-serve", "30"]) == 0
     assert commands[-1] == ["docker", "stop", "--time", "30", "vllm-serve"]
+
+
+def test_the_wait_shows_elapsed_time_stage_why_not_ready_and_the_latest_log_line() -> None:
+    assert sg.progress_line(61.4, "models", "/v1/models: 404", "INFO loading weights") == \
+        "61 s: models (/v1/models: 404) | INFO loading weights"
+    assert sg.progress_line(90, "ready", "ok", "INFO started") == "90 s: ready | INFO started"

@@ -17,14 +17,16 @@ guard makes the group restart together, with no controller and no SSH:
 
 Why it cannot loop: every restart goes through systemd, whose start limit
 (StartLimitBurst= in StartLimitIntervalSec=) bounds the starts of each unit,
-and `serving_guard.py backoff` (the unit's ExecStartPre) spaces systemd's own
+and `serving_node.py backoff` (the unit's ExecStartPre) spaces systemd's own
 restarts exponentially. When the limit is hit the unit stays failed, the guard
 says why in its status, and no one restarts it until an operator or a run does.
 
 Subcommands:
   guard CONFIG.json                         the daemon (vllm-serve-guard.service)
-  probe URL MODEL SECRETS UNIT SECONDS RESTARTS_BEFORE PROMPT
-                                            one readiness look, as JSON (the playbook's wait)
+  probe URL MODEL SECRETS UNIT SECONDS RESTARTS_BEFORE PROMPT [PROGRESS]
+                                            wait up to SECONDS until ready (or down), the result
+                                            as JSON; PROGRESS: a file whose one line says how
+                                            far it got (the playbook's wait shows it)
   backoff UNIT BASE CAP                     sleep BASE * 2^(n-1), at most CAP, after the n-th
                                             automatic restart (the unit's ExecStartPre)
   status SETTINGS.json                      this node's units, guard, image and endpoint, as
@@ -51,6 +53,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 LOG_LINE = re.compile(r"\b(INFO|WARNING|ERROR|CRITICAL)\b|Error|Traceback")
@@ -128,11 +131,17 @@ def probe_once(url: str, model: str, key: str, prompt: str) -> tuple[str, str]:
     return ("ready", detail) if ok else ("completion", detail)
 
 
+def progress_line(elapsed: float, stage: str, detail: str, log: str) -> str:
+    """What the playbook's wait shows: elapsed seconds, stage (and why not ready), the engine's latest log line."""
+    return f"{elapsed:.0f} s: {stage}{'' if stage == 'ready' else f' ({detail})'} | {log}"
+
+
 def probe(args: list[str]) -> int:
     url, model, secrets, unit = args[:4]
     seconds, restarts_before, prompt = float(args[4]), int(args[5]), args[6]
+    progress = Path(args[7]) if len(args) > 7 else None
     key = api_key(secrets)
-    deadline = time.monotonic() + seconds
+    began = time.monotonic()
     while True:
         props = unit_show(unit, "ActiveState", "NRestarts")
         state, restarts = props.get("ActiveState", "unknown"), int(props.get("NRestarts") or 0)
@@ -140,11 +149,15 @@ def probe(args: list[str]) -> int:
             stage, detail = "down", f"{unit} is {state}, restarted {restarts - restarts_before} time(s)"
         else:
             stage, detail = probe_once(url, model, key, prompt)
-        if stage in ("ready", "down") or time.monotonic() > deadline:
+        done = stage in ("ready", "down") or time.monotonic() - began > seconds
+        log = latest_log(unit) if progress or done else ""
+        if progress:
+            progress.write_text(progress_line(time.monotonic() - began, stage, detail, log) + "\n")
+        if done:
             break
         time.sleep(1)
-    print(json.dumps({"stage": stage, "detail": detail, "log": latest_log(unit),
-                      "state": state, "restarts": restarts}))
+    print(json.dumps({"stage": stage, "detail": detail, "log": log, "state": state, "restarts": restarts,
+                      "elapsed": round(time.monotonic() - began)}))
     return 0
 
 
