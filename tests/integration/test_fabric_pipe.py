@@ -25,7 +25,7 @@ import time
 
 import pytest
 
-from support.fabric_pipe_run import (  # noqa: F401  (fixtures: port, processes)
+from support.fabric_pipe_run import (  # noqa: F401 (fixtures: port, processes)  # pylint: disable=unused-import
     CHUNK,
     FOREIGN,
     MAGIC,

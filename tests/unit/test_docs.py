@@ -299,7 +299,7 @@ def relative_links(markdown: str) -> list[str]:
 def test_every_relative_link_of_the_docs_resolves(path: Path) -> None:
     broken = []
     for target in relative_links(path.read_text()):
-        file, _, anchor = target.partition("#")
+        file, _hash, anchor = target.partition("#")
         linked = (path.parent / file).resolve() if file else path
         if not linked.exists():
             broken.append(target)
