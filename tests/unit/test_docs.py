@@ -42,26 +42,6 @@ SETTING = re.compile(r"(?<![\w./-])(?:%s)_[a-z0-9_]*\*?" % "|".join(SETTING_PREF
 # Not settings, though they look like one: the nftables table of the firewall.
 NOT_SETTINGS = {"dgx_spark_vllm"}
 
-# Names the coordinator decided for this round (_brief/names.md) that land with the roles `model`
-# and `endpoint`; until both roles exist in this tree the docs may already use them. Once they
-# exist, these names must be in the roles' specs like any other.
-DECIDED_NAMES = {
-    "model_name", "model_src", "model_download", "model_hf_endpoint", "model_hf_token",
-    "model_download_timeout", "model_download_progress_interval", "model_path", "model_changed",
-    "endpoint_package", "endpoint_max_fails", "endpoint_fail_timeout", "endpoint_read_timeout",
-    "endpoint_max_body_size", "dgx_spark_api_host", "dgx_spark_unit_name", "dgx_spark_unit_files",
-}
-NEW_ROLES = ("model", "endpoint")
-# Roles whose README another helper writes this round: until the new roles exist, their gaps are
-# reported (xfail) rather than failed; afterwards they are enforced like every other role's.
-README_OWNED_ELSEWHERE = {"vllm_serve", "model", "endpoint", "dgx_spark"}
-
-
-def before_merge() -> bool:
-    """True while the roles the decided names belong to are not in this tree yet."""
-    return not all((ROLES / role).is_dir() for role in NEW_ROLES)
-
-
 def load_yaml(path: Path) -> Any:
     return yaml.safe_load(path.read_text())
 
@@ -100,8 +80,7 @@ def published_names() -> set[str]:
 
 
 def known_settings() -> set[str]:
-    known = all_spec_options() | published_names()
-    return known | DECIDED_NAMES if before_merge() else known
+    return all_spec_options() | published_names()
 
 
 def playbook_files() -> list[Path]:
@@ -267,16 +246,7 @@ def spec_roles() -> list[str]:
     return sorted(path.parents[1].name for path in ROLES.glob("*/meta/argument_specs.yml"))
 
 
-def readme_cases() -> list[Any]:
-    cases = []
-    for role in spec_roles():
-        marks = [pytest.mark.xfail(reason=f"roles/{role}/README.md is another helper's this round")] \
-            if role in README_OWNED_ELSEWHERE and before_merge() else []
-        cases.append(pytest.param(role, marks=marks, id=role))
-    return cases
-
-
-@pytest.mark.parametrize("role", readme_cases())
+@pytest.mark.parametrize("role", spec_roles())
 def test_a_role_readme_names_every_option_of_its_spec(role: str) -> None:
     readme = ROLES / role / "README.md"
     assert readme.is_file(), f"roles/{role} has an argument spec but no README.md"
