@@ -46,7 +46,7 @@ def run_transfer(tmp_path: Path, fail: bool = False, nodes: int = 2) -> subproce
     hosts = {}
     for number in range(1, nodes + 1):
         (tmp_path / f"spark{number}").mkdir()
-        hosts[f"spark{number}"] = {**common, "ib_network_fabric_address": f"127.0.0.{number}"}
+        hosts[f"spark{number}"] = {**common, "dgx_spark_fabric_address": f"127.0.0.{number}"}
     targets = [f"spark{number}" for number in range(2, nodes + 1)]
     groups = {"sparks": {"children": {"spark_head": {"hosts": {"spark1": {}}},
                                       "spark_workers": {"hosts": {name: {} for name in targets}}}}}

@@ -98,10 +98,10 @@ def units(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     out.mkdir()
     cache = write_fact_cache(tmp / "facts", {host: load_facts(host) for host in HOSTS})
     overlay = write_overlay_inventory(tmp / "overlay", local_host_vars({
-        "spark1": {"ib_network_rdma_devices": ["rocep1s0f0", "roceP2p1s0f0"],
-                   "ib_network_rdma_device_path": str(dev)},
+        "spark1": {"dgx_spark_rdma_devices": ["rocep1s0f0", "roceP2p1s0f0"],
+                   "dgx_spark_rdma_device_path": str(dev)},
         # A device folder but no RDMA device behind the fabric interface: still none.
-        "spark2": {"ib_network_rdma_device_path": str(dev)}}))
+        "spark2": {"dgx_spark_rdma_device_path": str(dev)}}))
     playbook = tmp / "render.yml"
     playbook.write_text(RENDER.format(
         preflight=REPO / "playbooks/preflight.yml",
