@@ -89,7 +89,10 @@ def run_download(tmp_path: Path, hub_url: str, token: str) -> subprocess.Complet
         (tmp_path / "etc/hf-token.env").write_text(f"HF_TOKEN={token}\n")  # where earlier versions left it
     # dgx_spark_config_dir is a role variable: only extra vars move it
     return run_ansible_playbook(tmp_path / "play.yml", [tmp_path / "hosts.yml"], config=write_ansible_cfg(tmp_path),
-                                extra_vars={"dgx_spark_config_dir": str(tmp_path / "etc")}, cwd=tmp_path, timeout=300)
+                                # The base role's preflight (facts, inventory) is not this test's subject.
+                                extra_vars={"dgx_spark_config_dir": str(tmp_path / "etc"),
+                                            "dgx_spark_preflight_passed": ["dgx_spark"]},
+                                cwd=tmp_path, timeout=300)
 
 
 def test_the_head_downloads_with_the_token_reports_progress_and_keeps_no_token(tmp_path: Path, hub_url: str) -> None:

@@ -52,7 +52,8 @@ def test_the_example_replica_inventory_passes(tmp_path: Path) -> None:
       "Host spark4 is in no dgx_spark_replicas group"]),
     ("a group without a head",
      replicas([A, {"name": "b", "nodes": ["spark3", "spark4"]}]),
-     ["dgx_spark_replicas group 'b' has no head: set head: to the one of its nodes (spark3, spark4)"]),
+     # The argument spec's rule (a group's head is required), checked before the replicas' filter.
+     ["[spark1]", "missing required arguments: head found in dgx_spark_replicas"]),
     ("the replicas' internal API port on the API port",
      replicas([A, B], dgx_spark_replica_api_port=8000),
      ["The cluster's ports must be distinct TCP ports", "\"dgx_spark_replica_api_port\": 8000"]),

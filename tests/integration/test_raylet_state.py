@@ -12,7 +12,8 @@ RAYLET = "/opt/venv/lib/python3.11/site-packages/ray/core/src/ray/raylet/raylet"
 
 
 def look() -> str:
-    return subprocess.run([sys.executable, "-"], input=SCRIPT.read_text(), capture_output=True, text=True,
+    # As roles/ray_node/tasks/raylet.yml runs it: the script an argument of python3 -c.
+    return subprocess.run([sys.executable, "-c", SCRIPT.read_text()], capture_output=True, text=True,
                           check=True).stdout.strip()
 
 

@@ -24,9 +24,9 @@ PLAY = """\
   vars_files: {vars_files}
   vars:
     dgx_spark_image: example/vllm:latest
-    ib_network_fabric_address: 192.168.200.12
-    ib_network_fabric_env: {{}}
-    ib_network_fabric_docker_args: []
+    dgx_spark_fabric_address: 192.168.200.12
+    dgx_spark_fabric_env: {{}}
+    dgx_spark_fabric_docker_args: []
     ray_node_unit_name: ray-head
   tasks:
     - ansible.builtin.template:

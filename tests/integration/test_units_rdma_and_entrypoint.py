@@ -92,10 +92,10 @@ def units(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     out = tmp / "out"
     out.mkdir()
     host_vars = {
-        "spark1": {"ib_network_rdma_devices": ["rocep1s0f0", "roceP2p1s0f0"],
-                   "ib_network_rdma_device_path": str(dev)},
+        "spark1": {"dgx_spark_rdma_devices": ["rocep1s0f0", "roceP2p1s0f0"],
+                   "dgx_spark_rdma_device_path": str(dev)},
         # A device folder but no RDMA device behind the fabric interface: still none.
-        "spark2": {"ib_network_rdma_device_path": str(dev)}}
+        "spark2": {"dgx_spark_rdma_device_path": str(dev)}}
     playbook = tmp / "render.yml"
     playbook.write_text(RENDER.format(
         preflight=REPO / "playbooks/preflight.yml", model_path=REPO / "roles/model/tasks/path.yml",

@@ -43,7 +43,8 @@ def entry_points(role: str) -> dict[str, Any]:
 
 
 def reference_entry_point(role: str) -> str:
-    """``main``, or the first entry point of a role without one (dgx_spark has no tasks of its own)."""
+    """``main``, or the first entry point of a role without one (dgx_spark's ``settings``, which its
+    preflight validates explicitly, once per run, rather than on every include of the role)."""
     points = entry_points(role)
     return MAIN if MAIN in points else next(iter(points))
 
