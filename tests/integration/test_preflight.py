@@ -14,6 +14,7 @@ import pytest
 
 from support.example_inventory import run_preflight
 
+
 def test_example_inventory_passes(tmp_path: Path) -> None:
     rc, output = run_preflight(tmp_path)
     assert rc == 0, output

@@ -14,10 +14,11 @@ import pytest
 
 from support.example_inventory import FABRIC, run_four_node_preflight
 
+
 @pytest.mark.parametrize("tensor, pipeline", [(4, 1), (2, 2)], ids=["tp4", "tp2-pp2"])
 def test_four_nodes_pass_with_a_layout_over_every_gpu(tmp_path: Path, tensor: int, pipeline: int) -> None:
     rc, output = run_four_node_preflight(tmp_path, {"vllm_serve_tensor_parallel_size": tensor,
-                                          "vllm_serve_pipeline_parallel_size": pipeline})
+                                                    "vllm_serve_pipeline_parallel_size": pipeline})
     assert rc == 0, output[-4000:]
     for host in FABRIC:
         assert f"{host} : ok=" in output, output[-2000:]
@@ -26,7 +27,7 @@ def test_four_nodes_pass_with_a_layout_over_every_gpu(tmp_path: Path, tensor: in
 
 def test_four_nodes_refuse_a_layout_that_leaves_nodes_idle(tmp_path: Path) -> None:
     rc, output = run_four_node_preflight(tmp_path, {"vllm_serve_tensor_parallel_size": 2,
-                                          "vllm_serve_pipeline_parallel_size": 1})
+                                                    "vllm_serve_pipeline_parallel_size": 1})
     assert rc != 0
     assert ("vllm_serve_tensor_parallel_size (2) x vllm_serve_pipeline_parallel_size (1) must equal the GPUs of the "
             "cluster: 4 nodes x dgx_spark_gpus_per_node 1 = 4") in output, output[-3000:]

@@ -91,8 +91,7 @@ def run_four_node_preflight(tmp_path: Path, extra: dict[str, Any]) -> tuple[int,
     hosts = {"all": {"children": {"sparks": {"children": {
         "spark_workers": {"hosts": {host: {} for host in NEW_WORKERS}}}}}}}
     return run_preflight(tmp_path, host_vars={host: {"ansible_host_ib": FABRIC[host]} for host in NEW_WORKERS},
-                                 extra=extra, hosts=hosts,
-                         facts={host: facts_of(host) for host in FABRIC})
+                         extra=extra, hosts=hosts, facts={host: facts_of(host) for host in FABRIC})
 
 
 class FirstDeploy:

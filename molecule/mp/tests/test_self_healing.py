@@ -268,6 +268,8 @@ def test_status_of_a_healthy_cluster_changes_nothing():
     assert "answers a completion" in output
     assert re.search(r"rank 1: joined the head engine [0-9a-f]{8}", output), output[-3000:]
     assert "unit vllm-serve: active/running" in output
+    for name in NODES:  # each node's fabric address as its running units use it
+        assert f"{name} ({'head, ' if name == HEAD else ''}fabric {FABRIC[name]}, mp executor)" in output, output[-3000:]
 
 
 @pytest.fixture(scope="module", autouse=True)

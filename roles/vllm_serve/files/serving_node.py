@@ -245,6 +245,17 @@ def image_id(image: str) -> str:
     return str(found.get("Id", "")) if found else f"absent ({error})"
 
 
+def fabric_address(containers: list[str]) -> str:
+    """VLLM_HOST_IP of the first of these containers that runs: the fabric address the node
+    was deployed with, as its Ray or vLLM process uses it (empty when none runs)."""
+    for name in containers:
+        found, _error = docker_inspect("container", "inspect", name)
+        for variable in (found.get("Config") or {}).get("Env") or []:
+            if variable.startswith("VLLM_HOST_IP="):
+                return str(variable.split("=", 1)[1])
+    return ""
+
+
 def status(args: list[str]) -> int:
     with open(args[0], encoding="utf-8") if args[0] != "-" else sys.stdin as settings_file:
         settings = json.load(settings_file)
@@ -253,6 +264,7 @@ def status(args: list[str]) -> int:
         "guard": guard_report(settings["serve_unit"]),
         "image": image_id(settings["image"]),
         "model_present": os.path.isdir(settings["model_dir"]) if settings.get("model_dir") else None,
+        "fabric_address": fabric_address(settings["units"]),
     }
     if settings.get("api_url"):
         ok, detail = completion(settings["api_url"], settings["model"], api_key(settings["secrets"]),
