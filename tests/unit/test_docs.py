@@ -42,6 +42,7 @@ SETTING = re.compile(r"(?<![\w./-])(?:%s)_[a-z0-9_]*\*?" % "|".join(SETTING_PREF
 # Not settings, though they look like one: the nftables table of the firewall.
 NOT_SETTINGS = {"dgx_spark_vllm"}
 
+
 def load_yaml(path: Path) -> Any:
     return yaml.safe_load(path.read_text())
 
