@@ -1,5 +1,9 @@
 """Stream bytes from one node to another over the fabric: peer-checked, framed, digested.
 
+Over 400 lines on purpose: this file is the whole wire protocol (both ends and the relay of a
+chain); run as ``python3 -c`` it must be one self-contained file, and both ends must come from
+one copy so they cannot disagree on the framing.
+
 CLI contract (Python 3.9+, standard library only; run as a file or inline with ``python3 -c``)
 
   recv ADDRESS PORT SECONDS --peer PEER [--peer PEER ...] [--digest-file PATH]

@@ -1,4 +1,8 @@
-"""The serving guard of dgx_spark.vllm: one small process per serving node.
+"""The serving node's helper of dgx_spark.vllm: the serving guard (one small process per serving
+node) and the short commands the unit and the playbooks run on the node.
+
+Over 400 lines on purpose: one file is what a node runs, installed once and run by the unit, the
+guard and the playbooks alike; its parts share the probe, the unit and the API code.
 
 vLLM is fail-stop and a serving group only works as a whole: a headless rank
 never notices that its head died, and a new head cannot use an old rank. The
