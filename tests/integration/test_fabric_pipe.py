@@ -25,7 +25,7 @@ import time
 
 import pytest
 
-from support.fabric_pipe_run import (  # noqa: F401 (fixtures: port, processes)  # pylint: disable=unused-import
+from support.fabric_pipe_run import (
     CHUNK,
     FOREIGN,
     MAGIC,
@@ -38,8 +38,6 @@ from support.fabric_pipe_run import (  # noqa: F401 (fixtures: port, processes) 
     finish,
     frame,
     needs_loopback_aliases,
-    port,
-    processes,
     start,
     start_recv,
     start_send,

@@ -15,7 +15,7 @@ import socket
 import subprocess
 import time
 
-from support.fabric_pipe_run import (  # noqa: F401 (fixtures: port, processes)  # pylint: disable=unused-import
+from support.fabric_pipe_run import (
     CHUNK,
     MAGIC,
     RECEIVER,
@@ -25,8 +25,6 @@ from support.fabric_pipe_run import (  # noqa: F401 (fixtures: port, processes) 
     finish,
     frame,
     needs_loopback_aliases,
-    port,
-    processes,
     start,
     start_recv,
     start_send,

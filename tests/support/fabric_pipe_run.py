@@ -1,6 +1,7 @@
 """Running roles/fabric_transfer/files/fabric_pipe.py as Ansible runs it (``python -c SCRIPT``),
-as subprocesses over loopback: the addresses, the wire format's pieces, the fixtures that give a
-free port and kill what a test left running. Used by tests/integration/test_fabric_pipe*.py.
+as subprocesses over loopback: the addresses and the wire format's pieces (the fixtures that give a
+free port and kill what a test left running: tests/integration/conftest.py). Used by
+tests/integration/test_fabric_pipe*.py.
 
 Linux routes all of 127.0.0.0/8 to ``lo``: the receiver listens on 127.0.0.1, the allowed
 sending node is 127.0.0.2 and 127.0.0.3 plays a foreign host. FABRIC_PIPE_PYTHON picks the
@@ -18,10 +19,10 @@ import struct
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
+
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCRIPT = (REPO_ROOT / "roles/fabric_transfer/files/fabric_pipe.py").read_text()
@@ -44,25 +45,6 @@ def loopback_aliases_work() -> bool:
     except OSError:
         return False
     return True
-
-
-@pytest.fixture
-def port() -> int:
-    """Return a TCP port that is free on the receiver's address right now."""
-    with socket.socket() as probe:
-        probe.bind((RECEIVER, 0))
-        return int(probe.getsockname()[1])
-
-
-@pytest.fixture
-def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
-    """Collect the processes a test starts and kill those still running at its end."""
-    started: list[subprocess.Popen[bytes]] = []
-    yield started
-    for process in started:
-        if process.poll() is None:
-            process.kill()
-        process.wait(WAIT)
 
 
 def start(

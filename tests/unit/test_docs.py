@@ -35,12 +35,13 @@ COLLECTION_PREFIX = "dgx_spark.vllm."
 
 # The prefixes of the roles' public settings (each role prefixes its own).
 SETTING_PREFIXES = ("dgx_spark", "vllm_serve", "model", "endpoint", "ib_network", "docker_image", "ray",
-                    "firewall", "bench", "fabric_transfer")
+                    "firewall", "bench", "fabric_transfer", "serving_guard")
 # A setting-like name: not inside another word, a path or a module name (dgx_spark.vllm.bench_report);
 # `prefix_*` and a trailing `_` name a family of settings.
 SETTING = re.compile(r"(?<![\w./-])(?:%s)_[a-z0-9_]*\*?" % "|".join(SETTING_PREFIXES))
-# Not settings, though they look like one: the nftables table of the firewall.
-NOT_SETTINGS = {"dgx_spark_vllm"}
+# Not settings, though they look like one: the nftables table of the firewall, vLLM's file of the
+# variables its Ray executor does not copy to the workers.
+NOT_SETTINGS = {"dgx_spark_vllm", "ray_non_carry_over_env_vars"}
 
 
 def load_yaml(path: Path) -> Any:

@@ -39,7 +39,7 @@ RECOVERY_DEADLINE = 210
 # last fault's recovery ended in three completions, so a healthy cluster serves at once; a group
 # restart under way takes up to a recovery's 25-132 s.
 HEALTHY_DEADLINE = 150
-# The serving unit and its guard (roles/vllm_serve/templates; the guard only where vllm_serve_guard
+# The serving unit and its guard (roles/vllm_serve/templates; the guard only where serving_guard_enabled
 # is on): `systemctl show` reports a unit that is not installed as LoadState=not-found.
 SERVING_UNITS = ("vllm-serve", "vllm-serve-guard")
 # Starts of one node's serving unit that one fault may cost: the engine's own restart, and one

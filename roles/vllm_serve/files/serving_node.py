@@ -1,32 +1,7 @@
-"""The serving node's helper of dgx_spark.vllm: the serving guard (one small process per serving
-node) and the short commands the unit and the playbooks run on the node.
-
-Over 400 lines on purpose: one file is what a node runs, installed once and run by the unit, the
-guard and the playbooks alike; its parts share the probe, the unit and the API code.
-
-vLLM is fail-stop and a serving group only works as a whole: a headless rank
-never notices that its head died, and a new head cannot use an old rank. The
-guard makes the group restart together, with no controller and no SSH:
-
-  head guard    probes a real completion every INTERVAL s (TIMEOUT s each);
-                FAILURES failures in a row, once the engine has served or its
-                start-up grace is over, restart the head's unit. It publishes
-                the head engine's epoch (systemd's InvocationID of the unit,
-                new at every start) on the fabric: GET /epoch.
-  worker guard  reads the head's epoch every INTERVAL s. Its engine belongs to
-                the epoch it first saw while running; when the head's epoch
-                changes (the head restarted) it restarts its own unit, which
-                then joins the head's new engine. A head that is down or out
-                of reach is waited for: its next engine is a new epoch.
-
-Why it cannot loop: every restart goes through systemd, whose start limit
-(StartLimitBurst= in StartLimitIntervalSec=) bounds the starts of each unit,
-and `serving_node.py backoff` (the unit's ExecStartPre) spaces systemd's own
-restarts exponentially. When the limit is hit the unit stays failed, the guard
-says why in its status, and no one restarts it until an operator or a run does.
+"""The serving node's helper of dgx_spark.vllm: the short commands the serving unit, the
+serving guard (roles/serving_guard, which imports this file) and the playbooks run on the node.
 
 Subcommands:
-  guard CONFIG.json                         the daemon (vllm-serve-guard.service)
   probe URL MODEL SECRETS UNIT SECONDS RESTARTS_BEFORE PROMPT [PROGRESS]
                                             wait up to SECONDS until ready (or down), the result
                                             as JSON; PROGRESS: a file whose one line says how
@@ -43,20 +18,15 @@ Subcommands:
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import shlex
-import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -226,9 +196,14 @@ def unit_report(unit: str) -> dict[str, str]:
     return {key: props.get(key, "") for key in UNIT_PROPERTIES}
 
 
+def guard_state_file(unit: str) -> str:
+    """Where the serving guard of this unit keeps what it did (for status)."""
+    return os.path.join(STATE_DIR, f"{unit}-guard.json")
+
+
 def guard_report(unit: str) -> dict[str, Any]:
     try:
-        with open(os.path.join(STATE_DIR, f"{unit}-guard.json"), encoding="utf-8") as state:
+        with open(guard_state_file(unit), encoding="utf-8") as state:
             return dict(json.load(state))
     except (OSError, ValueError):
         return {}
@@ -278,202 +253,8 @@ def status(args: list[str]) -> int:
     return 0
 
 
-# ---- guard: the daemon -------------------------------------------------------
-
-@dataclass
-class Config:
-    unit: str
-    role: str                 # head | worker
-    interval: float
-    failures: int
-    api_url: str = ""         # head
-    model: str = ""           # head
-    secrets: str = ""         # head
-    prompt: str = "ping"      # head
-    timeout: float = 30       # head: one completion
-    grace: float = 600        # head: start-up time before failures count
-    epoch_bind: str = ""      # head of an mp group: the fabric address to publish the epoch on
-    epoch_url: str = ""       # worker: the head guard's /epoch
-    port: int = 0
-
-
-def notify(message: str) -> None:
-    """sd_notify(3): READY=1 / STATUS=..., shown by `systemctl status`."""
-    address = os.environ.get("NOTIFY_SOCKET", "")
-    if not address:
-        return
-    if address.startswith("@"):
-        address = "\0" + address[1:]
-    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
-        sock.connect(address)
-        sock.sendall(message.encode())
-
-
-class Guard:
-    """What the guard did, for `systemctl status`, the journal and playbooks/status.yml."""
-
-    def __init__(self, config: Config) -> None:
-        self.config = config
-        self.restarts = 0
-        self.last_reason = ""
-        self.last_restart = 0.0
-        self.gave_up = ""
-        self.epoch = ""           # head: the epoch that last served; worker: the head epoch it belongs to
-
-    def say(self, status: str) -> None:
-        print(status, flush=True)
-        notify(f"STATUS={status}")
-
-    def save(self) -> None:
-        os.makedirs(STATE_DIR, exist_ok=True)
-        path = os.path.join(STATE_DIR, f"{self.config.unit}-guard.json")
-        with open(path + ".tmp", "w", encoding="utf-8") as state:
-            json.dump({"unit": self.config.unit, "role": self.config.role, "guard_restarts": self.restarts,
-                       "last_reason": self.last_reason, "last_restart": self.last_restart,
-                       "gave_up": self.gave_up, "epoch": self.epoch}, state)
-        os.replace(path + ".tmp", path)
-
-    def note_epoch(self, epoch: str) -> None:
-        if epoch != self.epoch:
-            self.epoch = epoch
-            self.save()
-
-    def restart(self, reason: str) -> None:
-        """Restart this node's unit through systemd (its start limit bounds how often)."""
-        self.restarts += 1
-        self.last_reason, self.last_restart = reason, time.time()
-        self.say(f"restarting {self.config.unit}: {reason}")
-        os.makedirs(STATE_DIR, exist_ok=True)
-        with open(kill_flag(self.config.unit), "w", encoding="utf-8"):
-            pass  # the unit's ExecStop kills the broken engine instead of waiting for it
-        result = subprocess.run(["systemctl", "restart", self.config.unit], capture_output=True, text=True,
-                                check=False)
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(kill_flag(self.config.unit))  # unused when the unit was not running: not for a later stop
-        self.gave_up = ""
-        if result.returncode != 0:
-            self.gave_up = (f"{self.config.unit} could not be restarted ({result.stderr.strip()[:200]}); it stays "
-                            f"down until a run or an operator starts it. Last reason: {reason}. Its journal: "
-                            f"journalctl -u {self.config.unit}")
-            self.say(self.gave_up)
-        self.save()
-
-
-def unit_life(unit: str) -> tuple[str, str, float]:
-    """(ActiveState, InvocationID, seconds since it became active)."""
-    props = unit_show(unit, "ActiveState", "InvocationID", "ActiveEnterTimestampMonotonic")
-    entered = int(props.get("ActiveEnterTimestampMonotonic") or 0) / 1e6
-    return props.get("ActiveState", "unknown"), props.get("InvocationID", ""), time.monotonic() - entered
-
-
-def serve_epoch(config: Config) -> None:
-    """GET /epoch on the head's fabric address: the InvocationID of its running engine, or ''."""
-    unit = config.unit
-
-    class Epoch(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-            state, invocation, _age = unit_life(unit)
-            body = json.dumps({"epoch": invocation if state == "active" else ""}).encode()
-            self.send_response(200 if self.path == "/epoch" else 404)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (http.server's name)
-            return
-
-    server = ThreadingHTTPServer((config.epoch_bind, config.port), Epoch)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-
-
-def head_step(guard: Guard, key: str, state: dict[str, Any]) -> None:
-    config = guard.config
-    active, invocation, age = unit_life(config.unit)
-    if active != "active":
-        state.update(failures=0)
-        guard.note_epoch("")
-        return
-    ok, detail = completion(config.api_url, config.model, key, config.prompt, config.timeout, 1)
-    if ok:
-        if state.get("served") != invocation:
-            guard.say(f"{config.unit} serves (epoch {invocation[:8]})")
-            guard.note_epoch(invocation)
-        state.update(failures=0, served=invocation)
-        return
-    if state.get("served") != invocation and age < config.grace:
-        return  # still loading: vLLM's own start-up timeout governs that
-    state["failures"] = state.get("failures", 0) + 1
-    print(f"liveness: a completion failed ({state['failures']}/{config.failures}): {detail}", flush=True)
-    if state["failures"] >= config.failures:
-        state.update(failures=0, served="")
-        guard.restart(f"{config.failures} completions in a row failed (last: {detail}); the head restarts, "
-                      "and every rank follows its new epoch")
-
-
-def read_epoch(url: str) -> str | None:
-    """The head's epoch: '' when its engine is down, None when its guard does not answer."""
-    status, body = request(url, "", timeout=5)
-    if status != 200:
-        return None
-    try:
-        return str(json.loads(body).get("epoch", ""))
-    except ValueError:
-        return None
-
-
-def worker_step(guard: Guard, state: dict[str, Any]) -> None:
-    config = guard.config
-    active, invocation, _age = unit_life(config.unit)
-    if active != "active":
-        state.update(joined=None, misses=0)
-        guard.note_epoch("")
-        return
-    epoch = read_epoch(config.epoch_url)
-    joined = state.get("joined")
-    if joined is None or joined[0] != invocation:
-        # This engine's life belongs to the first head epoch it sees.
-        state.update(joined=(invocation, epoch) if epoch else None, misses=0)
-        guard.note_epoch(epoch or "")
-        return
-    if epoch and epoch != joined[1]:
-        guard.restart(f"the head's engine restarted (epoch {joined[1][:8]} -> {epoch[:8]}); this rank rejoins it")
-        state.update(joined=None, misses=0)
-        return
-    if epoch:
-        state["misses"] = 0
-        return
-    # The head's engine is down, or the fabric or its node is: a new rank could join nothing now (and
-    # restarting during a fabric cut only costs a weight load). The head's next engine is a new
-    # epoch, and that brings this rank along.
-    state["misses"] = state.get("misses", 0) + 1
-    if state["misses"] == config.failures:
-        what = "down" if epoch == "" else "unreachable over the fabric"
-        guard.say(f"the head's engine is {what} ({config.failures} checks); this rank rejoins its next epoch")
-
-
-def guard_main(args: list[str]) -> int:
-    with open(args[0], encoding="utf-8") as config_file:
-        config = Config(**json.load(config_file))
-    guard = Guard(config)
-    guard.save()
-    key = api_key(config.secrets) if config.role == "head" else ""
-    if config.role == "head" and config.epoch_bind:
-        serve_epoch(config)
-    notify("READY=1")
-    guard.say(f"guarding {config.unit} as the {config.role}: a check every {config.interval:.0f} s, "
-              f"{config.failures} failures in a row restart")
-    state: dict[str, Any] = {}
-    while True:
-        if config.role == "head":
-            head_step(guard, key, state)
-        else:
-            worker_step(guard, state)
-        time.sleep(config.interval)
-
-
 def main() -> int:
-    commands = {"guard": guard_main, "probe": probe, "backoff": backoff, "status": status,
+    commands = {"probe": probe, "backoff": backoff, "status": status,
                 "await-container": await_container, "stop": stop}
     if len(sys.argv) < 2 or sys.argv[1] not in commands:
         print(__doc__, file=sys.stderr)
