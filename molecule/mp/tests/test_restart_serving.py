@@ -12,7 +12,7 @@ import pytest
 
 from ansible_run import write_overlay_inventory
 from nodes import API_KEY, NODES, node_host, on_fabric
-from playbook_run import failure, overlay_inventory, run_playbook
+from playbook_run import failure, run_playbook
 from endpoint import assert_completes, call
 
 # A served name systemd would split and expand if it reached the unit unquoted.
@@ -59,10 +59,18 @@ BAD_WORKER_ENV = ("vllm_serve_env:\n  VLLM_CPU_KVCACHE_SPACE: '1'\n  VLLM_CPU_OM
                   f"  VLLM_HOST_IP: {on_fabric(99)}\n")
 
 
+# A key rotated in the same run as the bad setting (after a leak, say): the rollback must keep it.
+ROTATED_KEY = "rotated-" + API_KEY[::-1]
+
+
 def test_a_wrong_worker_vllm_host_ip_is_rolled_back_to_the_configuration_that_served(tmp_path):
-    """The role's own variable, as a user would set it: an address spark2 lacks. The readiness wait
-    fails with the journals, the previous configuration is put back and serves again, no run needed."""
-    bad = overlay_inventory(tmp_path / "bad-inventory", "spark2", BAD_WORKER_ENV)
+    """The role's own variable, as a user would set it: an address spark2 lacks, in the same run as a
+    new API key. The readiness wait fails with the journals, the previous configuration is put back
+    and serves again, no run needed, under the new key: the old one gets 401. (The next test's run
+    puts the inventory's key back.)"""
+    rotated = f"vllm_serve_api_key: {ROTATED_KEY}\n"
+    bad = str(write_overlay_inventory(tmp_path / "bad-inventory",
+                                      {"spark1": rotated, "spark2": BAD_WORKER_ENV + rotated}))
     served_before = {n: node_host(n).check_output("cat /etc/dgx-spark-vllm/vllm-serve.env") for n in NODES}
 
     started = time.monotonic()
@@ -78,10 +86,12 @@ def test_a_wrong_worker_vllm_host_ip_is_rolled_back_to_the_configuration_that_se
         in output, failure(output)
     assert re.search(r"journalctl -u vllm-serve on spark2", output)
     assert "Cannot assign requested address" in output
-    assert API_KEY not in output
+    assert API_KEY not in output and ROTATED_KEY not in output
     for name in NODES:
         assert node_host(name).check_output("cat /etc/dgx-spark-vllm/vllm-serve.env") == served_before[name]
-    status, models = call("/v1/models")
+        assert not node_host(name).file("/etc/dgx-spark-vllm/last-good/vllm-serve.secrets.env").exists
+    assert call("/v1/models", key=API_KEY)[0] == 401, "the rollback brought the rotated-away key back"
+    status, models = call("/v1/models", key=ROTATED_KEY)
     assert status == 200 and [m["id"] for m in models["data"]] == [ODD_NAME]
 
 
