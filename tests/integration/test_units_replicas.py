@@ -4,7 +4,7 @@ test_preflight_four_nodes, recorded facts).
 
 - Each group is its own launch: --nnodes 2, rank 0 on its head then its other node, its head's
   fabric address as --master-addr, --headless on the other node; each group head's API on its own
-  fabric address and dgx_spark_replica_api_port, with the key file; the workers' guards follow
+  fabric address and dgx_spark_engine_api_port, with the key file; the workers' guards follow
   their own group head's epoch.
 - The balancer (nginx, on spark1 only) sends to both replica heads' fabric APIs, never holds the
   key, and listens where the API listened without replicas.
