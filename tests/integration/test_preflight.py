@@ -34,6 +34,12 @@ def test_serving_without_an_api_key_is_an_explicit_choice(tmp_path: Path) -> Non
     assert rc == 0, output
 
 
+@pytest.mark.parametrize("address", ["10.1.230.180", "::", "fe80::1:2", ""])
+def test_the_endpoint_listens_on_any_ip_address_or_every_address(tmp_path: Path, address: str) -> None:
+    rc, output = run_preflight(tmp_path, extra={"dgx_spark_api_host": address})
+    assert rc == 0, output[-3000:]
+
+
 @pytest.mark.parametrize("case, host_vars, extra, hosts, expected", [
     ("head ansible_host_ib on its management address",
      {"spark1": {"ansible_host_ib": "10.1.230.180"}}, None, None,
