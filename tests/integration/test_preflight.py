@@ -34,6 +34,12 @@ def test_serving_without_an_api_key_is_an_explicit_choice(tmp_path: Path) -> Non
     assert rc == 0, output
 
 
+@pytest.mark.parametrize("address", ["10.1.230.180", "::", "fe80::1:2", ""])
+def test_the_endpoint_listens_on_any_ip_address_or_every_address(tmp_path: Path, address: str) -> None:
+    rc, output = run_preflight(tmp_path, extra={"dgx_spark_api_host": address})
+    assert rc == 0, output[-3000:]
+
+
 @pytest.mark.parametrize("case, host_vars, extra, hosts, expected", [
     ("head ansible_host_ib on its management address",
      {"spark1": {"ansible_host_ib": "10.1.230.180"}}, None, None,
@@ -81,6 +87,16 @@ def test_serving_without_an_api_key_is_an_explicit_choice(tmp_path: Path) -> Non
      ["Host spark2: the internal ports 6381-6381 would include SSH (6381)", "must stay open on the LAN"]),
     ("the fabric gate on the rendezvous port", None, {"dgx_spark_fabric_gate_port": 29501}, None,
      ["The cluster's ports must be distinct TCP ports", "\"dgx_spark_fabric_gate_port\": 29501"]),
+    ("nginx configuration in the endpoint's listen address", None,
+     {"dgx_spark_api_host": "127.0.0.1; location /x { alias /; autoindex on; } #"}, None,
+     ["Host spark1: dgx_spark_api_host=\"127.0.0.1; location /x", "is not an IP address", "group_vars/sparks"]),
+    ("the engine on the endpoint's port", None, {"dgx_spark_engine_api_port": 8000}, None,
+     ["The cluster's ports must be distinct TCP ports", "\"dgx_spark_engine_api_port\": 8000"]),
+    ("a TLS certificate without its key", None, {"endpoint_tls_certificate": "/etc/hostname"}, None,
+     ["Host spark1: endpoint_tls_certificate and endpoint_tls_private_key go together"]),
+    ("a TLS certificate the controller does not have", None,
+     {"endpoint_tls_certificate": "/nonexistent/front.crt", "endpoint_tls_private_key": "/nonexistent/front.key"},
+     None, ["Host spark1: endpoint_tls_certificate=/nonexistent/front.crt is not a file on the controller"]),
     ("a fabric gate action it does not know", None, {"ib_network_bandwidth_action": "ignore"}, None,
      ["the fabric gate wants ib_network_bandwidth_action fail or warn (it is ignore)"]),
 ])

@@ -55,8 +55,8 @@ def test_the_example_replica_inventory_passes(tmp_path: Path) -> None:
      # The argument spec's rule (a group's head is required), checked before the replicas' filter.
      ["[spark1]", "missing required arguments: head found in dgx_spark_replicas"]),
     ("the replicas' internal API port on the API port",
-     replicas([A, B], dgx_spark_replica_api_port=8000),
-     ["The cluster's ports must be distinct TCP ports", "\"dgx_spark_replica_api_port\": 8000"]),
+     replicas([A, B], dgx_spark_engine_api_port=8000),
+     ["The cluster's ports must be distinct TCP ports", "\"dgx_spark_engine_api_port\": 8000"]),
 ])
 def test_bad_replicas_are_refused_naming_host_variable_and_fix(
         tmp_path: Path, case: str, extra: dict[str, Any], expected: list[str]) -> None:

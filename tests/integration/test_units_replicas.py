@@ -4,10 +4,12 @@ test_preflight_four_nodes, recorded facts).
 
 - Each group is its own launch: --nnodes 2, rank 0 on its head then its other node, its head's
   fabric address as --master-addr, --headless on the other node; each group head's API on its own
-  fabric address and dgx_spark_replica_api_port, with the key file; the workers' guards follow
+  fabric address and dgx_spark_engine_api_port, with the key file; the workers' guards follow
   their own group head's epoch.
-- The balancer (nginx, on spark1 only) sends to both replica heads' fabric APIs, never holds the
-  key, and listens where the API listened without replicas.
+- The endpoint (nginx, on spark1 only) sends to both replica heads' fabric APIs, never holds the
+  key, listens on dgx_spark_api_port over TLS, and passes only /v1/ and /health.
+- Without replicas the same endpoint stands in front of the head's own engine, which listens on its
+  fabric address and the engine port too (never on dgx_spark_api_port).
 """
 from __future__ import annotations
 
@@ -59,7 +61,7 @@ RENDER = """\
         dest: "{{{{ out }}}}/{{{{ inventory_hostname }}}}-{{{{ item.name }}}}"
         mode: "0644"
       loop: {balancer}
-      when: dgx_spark_has_replicas | default(false) and dgx_spark_is_head
+      when: dgx_spark_is_head
 """
 
 
@@ -144,7 +146,7 @@ def test_the_balancer_sends_to_both_replica_heads_on_the_fabric(replicas: dict[s
     conf = replicas["spark1-endpoint.nginx.conf"]
     servers = [line.split()[1] for line in conf.splitlines() if line.strip().startswith("server ") and line.strip().endswith(";")]
     assert servers == [f"{FABRIC['spark1']}:8001", f"{FABRIC['spark3']}:8001"], conf
-    for needle in ["least_conn;", "max_fails=1 fail_timeout=10s", "listen 8000;", "proxy_buffering off;",
+    for needle in ["least_conn;", "max_fails=1 fail_timeout=10s", "listen 8000 ssl;", "proxy_buffering off;",
                    "proxy_read_timeout 3600s;", "proxy_next_upstream error timeout http_502 http_503 http_504"]:
         assert needle in conf, needle
     assert conf.startswith("#")
@@ -160,3 +162,57 @@ def test_the_balancer_unit_runs_nginx_on_its_own_configuration(replicas: dict[st
     unit = replicas["spark1-endpoint.service"]
     assert "ExecStart=/usr/sbin/nginx -c /etc/dgx-spark-vllm/vllm-serve-endpoint.nginx.conf" in unit
     assert "ExecReload=/bin/kill -HUP $MAINPID" in unit
+
+
+def locations(conf: str) -> dict[str, str]:
+    """Each `location` of the configuration -> its body (up to the closing brace of its level)."""
+    found: dict[str, str] = {}
+    lines = conf.splitlines()
+    for i, line in enumerate(lines):
+        words = line.strip().rstrip("{").split()
+        if words[:1] == ["location"]:
+            depth, body = 0, []
+            for inner in lines[i:]:
+                depth += inner.count("{") - inner.count("}")
+                body.append(inner.strip())
+                if depth == 0:
+                    break
+            found[" ".join(words[1:])] = "\n".join(body)
+    return found
+
+
+@pytest.mark.parametrize("layout", ["replicas", "single"])
+def test_the_endpoint_passes_only_v1_and_health_and_answers_404_itself_otherwise(
+        replicas: dict[str, str], single: dict[str, str], layout: str) -> None:
+    conf = (replicas if layout == "replicas" else single)["spark1-endpoint.nginx.conf"]
+    found = locations(conf)
+    assert set(found) == {"/v1/", "= /health", "/"}, found
+    assert "proxy_pass http://vllm_engines/v1/;" in found["/v1/"]
+    assert "proxy_pass http://vllm_engines/health;" in found["= /health"]
+    assert "proxy_intercept_errors on;" in found["= /health"]
+    assert "return 404;" in found["/"] and "proxy_pass" not in found["/"]
+    assert "ssl_certificate /etc/dgx-spark-vllm/tls/vllm-serve-endpoint.generated.crt;" in conf
+    assert "ssl_certificate_key /etc/dgx-spark-vllm/tls/vllm-serve-endpoint.generated.key;" in conf
+
+
+@pytest.fixture(scope="module")
+def single(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    return render(tmp_path_factory.mktemp("single"), {"dgx_spark_executor": "mp", "vllm_serve_tensor_parallel_size": 4})
+
+
+def test_without_replicas_the_head_engine_listens_on_its_fabric_address_behind_the_endpoint(
+        single: dict[str, str]) -> None:
+    argv = exec_start(single["spark1-serve.service"])
+    assert option(argv, "--host") == FABRIC["spark1"] and option(argv, "--port") == "8001", argv
+    conf = single["spark1-endpoint.nginx.conf"]
+    servers = [line.split()[1] for line in conf.splitlines() if line.strip().startswith("server ") and line.strip().endswith(";")]
+    assert servers == [f"{FABRIC['spark1']}:8001"], conf
+    assert "listen 8000 ssl;" in conf
+    assert {name for name in single if "endpoint" in name} == {"spark1-endpoint.service", "spark1-endpoint.nginx.conf"}
+
+
+def test_plain_http_only_when_asked(tmp_path_factory: pytest.TempPathFactory) -> None:
+    conf = render(tmp_path_factory.mktemp("plain"), {"dgx_spark_executor": "mp", "vllm_serve_tensor_parallel_size": 4,
+                                                      "endpoint_tls": False,
+                                                      "dgx_spark_api_host": "::"})["spark1-endpoint.nginx.conf"]
+    assert "listen [::]:8000 ipv6only=off;" in conf and "ssl" not in conf, conf

@@ -22,7 +22,7 @@ from settings import setting
 REPLICAS = [{"name": "a", "head": "spark1", "nodes": ["spark1", "spark2"]},
             {"name": "b", "head": "spark3", "nodes": ["spark3", "spark4"]}]
 HEADS = {"a": "spark1", "b": "spark3"}
-INTERNAL_PORT = setting("dgx_spark_replica_api_port")
+INTERNAL_PORT = setting("dgx_spark_engine_api_port")
 REQUESTS = 20
 
 

@@ -1,4 +1,5 @@
-"""The endpoint as a client outside the cluster sees it: the head's management address."""
+"""The endpoint as a client outside the cluster sees it: the head's management address, over HTTPS,
+trusting exactly the certificate the head serves (read from the head, as a client would pin it)."""
 from __future__ import annotations
 
 import json
@@ -6,7 +7,7 @@ import time
 import urllib.error
 import urllib.request
 
-from nodes import API, API_KEY, MODEL
+from nodes import API, API_KEY, MODEL, endpoint_tls
 
 COMPLETION = {"model": MODEL, "prompt": "The cluster", "max_tokens": 8, "temperature": 0}
 
@@ -19,10 +20,18 @@ def call(path: str, key: str | None = API_KEY, body: dict | None = None, timeout
     data = json.dumps(body).encode() if body is not None else None
     request = urllib.request.Request(API + path, data=data, headers=headers)
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            return response.status, json.loads(response.read() or b"{}")
+        with urllib.request.urlopen(request, timeout=timeout, context=endpoint_tls()) as response:
+            return response.status, as_json(response.read())
     except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read() or b"{}")
+        return error.code, as_json(error.read())
+
+
+def as_json(raw: bytes) -> dict:
+    """vLLM's JSON answer; an answer of nginx's own (an HTML error page) as {"html": its text}."""
+    try:
+        return json.loads(raw or b"{}")
+    except ValueError:
+        return {"html": raw.decode(errors="replace")}
 
 
 def assert_completes() -> None:

@@ -1,9 +1,11 @@
 """Facts of the container cluster and small helpers shared by the testinfra tests."""
 from __future__ import annotations
 
+import functools
 import ipaddress
 import json
 import os
+import ssl
 from pathlib import Path
 
 import testinfra
@@ -82,8 +84,14 @@ def run_on_head(host, script: str, *args: str):
 
 
 API_PORT: int = setting("dgx_spark_api_port")
+# vLLM's own API on each group head's fabric address (behind the endpoint).
+ENGINE_PORT: int = setting("dgx_spark_engine_api_port")
 RAY_PORT: int = setting("dgx_spark_ray_port")
-API = f"http://{HEAD_MANAGEMENT}:{API_PORT}"
+# The endpoint (nginx on the head, HTTPS): the one door a client on the LAN has.
+API = f"https://{HEAD_MANAGEMENT}:{API_PORT}"
+# The certificate the endpoint serves: the one roles/endpoint generates on the head's first deploy
+# (the scenarios give none).
+ENDPOINT_CERTIFICATE = "/etc/dgx-spark-vllm/tls/vllm-serve-endpoint.generated.crt"
 MODEL: str = setting("vllm_serve_served_model_name")
 HF_TOKEN: str = setting("model_hf_token")
 API_KEY: str = setting("vllm_serve_api_key")
@@ -100,6 +108,20 @@ def serve_args(host) -> tuple[list[str], dict[str, str]]:
 def node_host(name: str):
     """A testinfra host for one node container of the running scenario."""
     return testinfra.get_host(f"docker://{PREFIX}-{name}")
+
+
+@functools.cache
+def endpoint_certificate() -> str:
+    """The PEM of the endpoint's certificate, read from the head (kept across deploys: read once)."""
+    pem = node_host(HEAD).file(ENDPOINT_CERTIFICATE).content_string
+    assert "BEGIN CERTIFICATE" in pem, f"no certificate at {ENDPOINT_CERTIFICATE} on {HEAD}"
+    return pem
+
+
+def endpoint_tls() -> ssl.SSLContext:
+    """A client's TLS context that trusts exactly the endpoint's certificate, and checks that it
+    names the address connected to (the generated one names every address of the head)."""
+    return ssl.create_default_context(cadata=endpoint_certificate())
 
 
 def journal_since(name: str, units: list[str], since: int, pattern: str = "", lines: int = 60) -> str:

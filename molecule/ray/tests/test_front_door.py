@@ -1,0 +1,1 @@
+../../shared/tests/test_front_door.py
