@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from support.example_inventory import run_preflight
+from support.facts import load_facts, set_default
 
 
 def test_example_inventory_passes(tmp_path: Path) -> None:
@@ -21,11 +22,52 @@ def test_example_inventory_passes(tmp_path: Path) -> None:
     assert "changed=0" in output and "failed=0" in output
 
 
-def test_without_the_collection_firewall_preflight_names_the_ports_to_close(tmp_path: Path) -> None:
+def node_port_range() -> str:
+    """This machine's net.ipv4.ip_local_port_range as first-last: the nodes of these runs are it."""
+    first, last = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+    return f"{first}-{last}"
+
+
+def test_without_the_collection_firewall_preflight_wants_the_sites_own_confirmed(tmp_path: Path) -> None:
     rc, output = run_preflight(tmp_path, extra={"firewall_enabled": False})
+    assert rc != 0, "firewall_enabled false passed without firewall_external_confirmed"
+    for needle in ("Host spark1: firewall_enabled is false", "Close TCP ports 6379, 6380",
+                   "set firewall_external_confirmed: true in group_vars/sparks",
+                   "or set firewall_enabled: true (the default)"):
+        assert needle in output, needle
+
+
+def test_with_the_sites_own_firewall_confirmed_preflight_names_the_ports_to_close(tmp_path: Path) -> None:
+    rc, output = run_preflight(tmp_path, extra={"firewall_enabled": False, "firewall_external_confirmed": True})
     assert rc == 0, output
     assert "firewall_enabled is false: the collection does not filter. Close TCP ports 6379, 6380" in output
-    assert "10002-10199" in output and "to everything but the fabric 192.168.200.0/24" in output
+    assert "10002-10199" in output
+    assert f"new connections to its ephemeral ports {node_port_range()} (net.ipv4.ip_local_port_range)" in output
+    assert ("to everything but loopback and the nodes' fabric addresses 192.168.200.12, 192.168.200.13 "
+            "arriving on enp1s0f0np0") in output
+
+
+def test_a_fabric_on_the_default_route_is_refused(tmp_path: Path) -> None:
+    """The two Sparks share only the fabric; spark2's default route goes over it: the fabric is
+    then the LAN, which the firewall would trust."""
+    facts = {host: load_facts(host) for host in ("spark1", "spark2")}
+    set_default(facts["spark2"], "enp1s0f0np0")
+    rc, output = run_preflight(tmp_path, facts=facts)
+    assert rc != 0, "a fabric on the default route passed"
+    for needle in ("Host spark2: the fabric the nodes reach each other on (192.168.200.0/24, 192.168.200.13 on "
+                   "enp1s0f0np0) carries this node's default route", "ansible_host_ib in host_vars/spark2.yml"):
+        assert needle in output, needle
+    assert "Host spark1: the fabric" not in output
+
+
+def test_ssh_in_the_nodes_ephemeral_range_is_refused(tmp_path: Path) -> None:
+    """The range is the node's own sysctl, not a setting."""
+    first, last = (int(port) for port in node_port_range().split("-"))
+    ssh = (first + last) // 2
+    rc, output = run_preflight(tmp_path, host_vars={"spark2": {"ansible_port": ssh}})
+    assert rc != 0, "SSH in the ephemeral range passed"
+    assert (f"Host spark2: the internal ports {first}-{last} would include SSH ({ssh})" in output
+            and f"({first}-{last} is the node's net.ipv4.ip_local_port_range)" in output), output[-3000:]
 
 
 def test_serving_without_an_api_key_is_an_explicit_choice(tmp_path: Path) -> None:

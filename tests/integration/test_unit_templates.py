@@ -36,14 +36,14 @@ PLAY = """\
 """
 
 
-def render(tmp_path: Path, systemd_version: int) -> str:
+def render(tmp_path: Path, systemd_version: int, **extra: object) -> str:
     out = tmp_path / "ray-head.service"
     cache = write_fact_cache(tmp_path / "facts", {"localhost": {"systemd": {"version": systemd_version}}})
     playbook = tmp_path / "render.yml"
     playbook.write_text(PLAY.format(vars_files=json.dumps([str(REPO / f) for f in ROLE_FILES]),
                                     template=REPO / "roles/ray_node/templates/ray-node.service.j2"))
     proc = run_ansible_playbook(playbook, ["localhost,"],
-                                extra_vars={"out": str(out), "ray_node_start_args": ["--head", ODD_ARGUMENT]},
+                                extra_vars={"out": str(out), "ray_node_start_args": ["--head", ODD_ARGUMENT], **extra},
                                 extra_args=["-c", "local"], config=write_ansible_cfg(tmp_path, cache),
                                 cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -61,3 +61,12 @@ def test_restart_backoff_renders_where_systemd_has_it(tmp_path: Path, version: i
 def test_an_argument_with_quotes_and_spaces_stays_one_argument(tmp_path: Path) -> None:
     unit = render(tmp_path, 255)
     assert '    "--labels=a b \\"q\\" 100%% $$HOME" \\\n' in unit
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_ray_runs_only_with_the_firewall_when_the_collection_runs_one(tmp_path: Path, enabled: bool) -> None:
+    """Requires= and After= its unit: Ray never starts before the table is loaded, and stops with it."""
+    unit = render(tmp_path, 255, firewall_enabled=enabled)
+    lines = unit.splitlines()
+    assert ("Requires=dgx-spark-vllm-firewall.service" in lines) == enabled
+    assert ("After=dgx-spark-vllm-firewall.service" in lines) == enabled

@@ -135,3 +135,11 @@ def test_the_serving_unit_runs_its_launcher_then_vllm_serve(units: dict[str, str
     # The launcher execs the arguments after its name ($0): `vllm serve MODEL ...`.
     assert command[3] == "vllm-serve" and command[4:6] == ["vllm", "serve"], command
     assert command[2].endswith('exec "$@"'), command[2]
+
+
+@pytest.mark.parametrize("unit", ["spark1-ray", "spark2-ray", "spark1-serve", "spark2-serve"])
+def test_ray_and_serving_require_the_firewall(units: dict[str, str], unit: str) -> None:
+    """firewall_enabled is on by default: each unit starts after the firewall's and stops with it."""
+    lines = units[unit].splitlines()
+    assert "Requires=dgx-spark-vllm-firewall.service" in lines
+    assert "After=dgx-spark-vllm-firewall.service" in lines

@@ -119,8 +119,9 @@ except Exception as error:
 
 
 def test_a_stranger_cannot_write_into_ray_from_the_lan_or_the_fabric():
-    """Ray's GCS key-value store holds pickled code: from the LAN the firewall drops the stranger,
-    from the fabric (which the firewall admits) Ray's token refuses it."""
+    """Ray's GCS key-value store holds pickled code: the firewall drops the stranger from the LAN
+    and from the fabric too (it admits the nodes' own fabric addresses only, and the stranger's is
+    none of them); the next test shows Ray's token refusing a client on a node itself."""
     outsider.start()
     try:
         answers = {}
@@ -129,7 +130,6 @@ def test_a_stranger_cannot_write_into_ray_from_the_lan_or_the_fabric():
             answers[address] = result.stdout.strip()
             print(f"GcsClient({address}).internal_kv_put: {answers[address][:300]}")
             assert answers[address].startswith("REFUSED"), (address, result.stdout, result.stderr[-2000:])
-        assert "AuthenticationError" in answers[f"{FABRIC[HEAD]}:{RAY_PORT}"]
     finally:
         outsider.stop()
 

@@ -1,0 +1,1 @@
+../../shared/tests/test_firewall_fails_closed.py
