@@ -21,6 +21,13 @@ def test_example_inventory_passes(tmp_path: Path) -> None:
     assert "changed=0" in output and "failed=0" in output
 
 
+def test_an_image_named_by_a_tag_is_a_warning_once(tmp_path: Path) -> None:
+    rc, output = run_preflight(tmp_path, extra={"dgx_spark_image": "nvcr.io/nvidia/vllm:25.11-py3",
+                                                "docker_image_distribute": "from_head"})
+    assert rc == 0, output
+    assert output.count("WARNING: dgx_spark_image=nvcr.io/nvidia/vllm:25.11-py3 is a tag") == 1, output
+
+
 def test_without_the_collection_firewall_preflight_names_the_ports_to_close(tmp_path: Path) -> None:
     rc, output = run_preflight(tmp_path, extra={"firewall_enabled": False})
     assert rc == 0, output
@@ -83,6 +90,14 @@ def test_serving_without_an_api_key_is_an_explicit_choice(tmp_path: Path) -> Non
      ["The cluster's ports must be distinct TCP ports", "\"dgx_spark_fabric_gate_port\": 29501"]),
     ("a fabric gate action it does not know", None, {"ib_network_bandwidth_action": "ignore"}, None,
      ["the fabric gate wants ib_network_bandwidth_action fail or warn (it is ignore)"]),
+    ("a model revision that climbs out", None, {"model_revision": "../main"}, None,
+     ["Host spark1: model_revision=../main is not a branch, tag or commit", "group_vars/sparks"]),
+    ("a token over plain HTTP", None, {"model_hf_endpoint": "http://mirror.lan:8080", "vault_hf_token": "hf_x"},
+     None, ["model_hf_endpoint=http://mirror.lan:8080 is not https://", "the token would go over plain HTTP"]),
+    ("an image pinned by digest streamed from the head", None, {"docker_image_distribute": "from_head"}, None,
+     ["is pinned by digest, which only a registry pull can give every node", "docker_image_distribute: each"]),
+    ("a digest that is not one", None, {"dgx_spark_image": "repo/image@sha256:abc"}, None,
+     ["dgx_spark_image=repo/image@sha256:abc", "is not a name pinned by digest"]),
 ])
 def test_bad_input_is_refused_naming_host_variable_and_fix(
         tmp_path: Path, case: str, host_vars: dict[str, dict[str, Any]] | None,
