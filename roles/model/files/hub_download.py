@@ -67,11 +67,13 @@ def check_revision(revision: str) -> None:
 
 
 def has_token() -> bool:
-    """Whether huggingface_hub will send a token (HF_TOKEN, or the file HF_TOKEN_PATH names)."""
+    """Whether huggingface_hub will send a token: HF_TOKEN, or the file HF_TOKEN_PATH names (by
+    default HF_HOME/token, where `hf auth login` keeps one)."""
     if os.environ.get("HF_TOKEN"):
         return True
-    path = os.environ.get("HF_TOKEN_PATH")
-    return bool(path) and Path(path).is_file() and bool(Path(path).read_text().strip())
+    home = Path(os.environ.get("HF_HOME") or Path.home() / ".cache/huggingface")
+    path = Path(os.environ.get("HF_TOKEN_PATH") or home / "token")
+    return path.is_file() and bool(path.read_text().strip())
 
 
 def check_endpoint(endpoint: str, token: bool) -> None:

@@ -130,3 +130,16 @@ def test_a_token_goes_over_https_only(endpoint: str, token: bool, refused: bool)
             hub_download.check_endpoint(endpoint, token)
     else:
         hub_download.check_endpoint(endpoint, token)
+
+
+def test_a_token_is_seen_wherever_huggingface_hub_would_read_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("HF_TOKEN", "HF_TOKEN_PATH"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path))
+    assert not hub_download.has_token()
+    (tmp_path / "token").write_text("hf_from_a_login\n")  # `hf auth login` keeps it in HF_HOME
+    assert hub_download.has_token()
+    monkeypatch.setenv("HF_TOKEN_PATH", str(tmp_path / "absent"))
+    assert not hub_download.has_token()
+    monkeypatch.setenv("HF_TOKEN", "hf_in_the_environment")
+    assert hub_download.has_token()
