@@ -118,6 +118,12 @@ def test_the_head_downloads_reports_progress_and_a_second_run_changes_nothing(tm
     assert "changed=1 " in flat_output(again), again.stdout  # that removal only: no second download
     third = run_download(tmp_path, hub_url, "")
     assert third.returncode == 0 and "changed=0" in flat_output(third), third.stdout
+    (model / ".dgx-spark-vllm-complete").write_text("")  # an earlier version's marker: no revision in it
+    checked = run_download(tmp_path, hub_url, "")
+    assert checked.returncode == 0, checked.stdout
+    assert "download complete: 0 of 2 files fetched" in checked.stdout, checked.stdout  # checked, none fetched
+    assert "changed=0" in flat_output(checked), checked.stdout  # so the weights did not change
+    assert (model / ".dgx-spark-vllm-complete").read_text() == "main\n"
 
 
 def test_a_token_never_goes_over_plain_http_and_none_is_left(tmp_path: Path, hub_url: str) -> None:

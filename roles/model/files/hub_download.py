@@ -177,8 +177,9 @@ def digest_of(path: Path, entry: Entry) -> tuple[str, str]:
     return want, digest.hexdigest()
 
 
-def fetch(repo: str, commit: str, entry: Entry, folder: Path) -> None:
-    """Put one file in place, continuing a partial copy left by an earlier run."""
+def fetch(repo: str, commit: str, entry: Entry, folder: Path) -> bool:
+    """Put one file in place, continuing a partial copy left by an earlier run; False when it
+    already was."""
     from huggingface_hub import hf_hub_url
     from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
 
@@ -186,7 +187,7 @@ def fetch(repo: str, commit: str, entry: Entry, folder: Path) -> None:
     if final.is_file() and final.stat().st_size == entry.size:
         want, got = digest_of(final, entry)
         if want == got:
-            return
+            return False
         final.unlink()  # another revision's file of the same size
     part.parent.mkdir(parents=True, exist_ok=True)
     contained(folder, entry.path)  # again, now that the folders exist
@@ -212,16 +213,16 @@ def fetch(repo: str, commit: str, entry: Entry, folder: Path) -> None:
         raise ValueError(f"{entry.path}: the Hub says {want}, the download holds {got}; removed, re-run")
     final.parent.mkdir(parents=True, exist_ok=True)
     part.replace(contained(folder, entry.path))
+    return True
 
 
-def fetch_with_retries(repo: str, commit: str, entry: Entry, folder: Path, attempts: int = ATTEMPTS) -> None:
+def fetch_with_retries(repo: str, commit: str, entry: Entry, folder: Path, attempts: int = ATTEMPTS) -> bool:
     """fetch, again from where it stopped after a network error (not after an answer such as 401 or 404)."""
     from huggingface_hub.errors import HfHubHTTPError
 
     for attempt in range(1, attempts + 1):
         try:
-            fetch(repo, commit, entry, folder)
-            return
+            return fetch(repo, commit, entry, folder)
         except (HfHubHTTPError, ValueError, Refused):
             raise
         except Exception as error:  # noqa: BLE001 (httpx's and the OS's network errors)
@@ -230,13 +231,17 @@ def fetch_with_retries(repo: str, commit: str, entry: Entry, folder: Path, attem
             print(f"{entry.path}: {type(error).__name__}: {error}; continuing in {RETRY_PAUSE} s "
                   f"(attempt {attempt + 1} of {attempts})", flush=True)
             time.sleep(RETRY_PAUSE)
+    raise AssertionError("unreachable: the last attempt returns or raises")
 
 
-def download(repo: str, commit: str, files: list[Entry], folder: Path, errors: list[BaseException]) -> None:
-    """Fetch every file in turn; an exception is kept for the main thread."""
+def download(repo: str, commit: str, files: list[Entry], folder: Path, errors: list[BaseException],
+             fetched: list[str]) -> None:
+    """Fetch every file in turn, noting those that were not already there; an exception is kept
+    for the main thread."""
     try:
         for entry in files:
-            fetch_with_retries(repo, commit, entry, folder)
+            if fetch_with_retries(repo, commit, entry, folder):
+                fetched.append(entry.path)
     except BaseException as error:  # noqa: BLE001 (reported by main)
         errors.append(error)
 
@@ -269,7 +274,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"downloading {args.repo}@{commit} ({len(files)} files, {human(total)}) into {args.folder}; "
           f"{human(start_bytes)} already there from an earlier run", flush=True)
     errors: list[BaseException] = []
-    worker = threading.Thread(target=download, args=(args.repo, commit, files, args.folder, errors), daemon=True)
+    fetched: list[str] = []
+    worker = threading.Thread(target=download, args=(args.repo, commit, files, args.folder, errors, fetched),
+                              daemon=True)
     worker.start()
     while worker.is_alive():
         worker.join(args.interval)
@@ -280,7 +287,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     shutil.rmtree(args.folder / PARTIAL, ignore_errors=True)
     args.marker.write_text(args.revision + "\n")
-    print("download complete", flush=True)
+    # "0 of": every file was already there (the role then reports no change).
+    print(f"download complete: {len(fetched)} of {len(files)} files fetched", flush=True)
     return 0
 
 
