@@ -25,7 +25,11 @@ does not require a token of its own clients. Neither fits a test cluster that
 has no Internet and must refuse a request without the token; this file is
 small and uses the standard library only.
 
-Usage: hub-standin.py --root DIR --repo ORG/NAME --token-file FILE [--bind 0.0.0.0] [--port 8080]
+Usage: hub-standin.py --root DIR --repo ORG/NAME [--token-file FILE] [--tls-cert PEM --tls-key PEM]
+                      [--bind 0.0.0.0] [--port 8080]
+
+Without --token-file every request is served, as the Hub serves a public model. With
+--tls-cert and --tls-key it serves HTTPS: the role sends a token over HTTPS only.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ import argparse
 import hashlib
 import json
 import re
+import ssl
 import sys
 import threading
 import time
@@ -150,7 +155,7 @@ class HubHandler(BaseHTTPRequestHandler):
             print(json.dumps(line), flush=True)
 
     def authorized(self) -> bool:
-        return self.headers.get("Authorization", "") == f"Bearer {self.server.token}"
+        return not self.server.token or self.headers.get("Authorization", "") == f"Bearer {self.server.token}"
 
     def route(self, send_body: bool) -> None:
         if not self.authorized():
@@ -266,15 +271,23 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--root", type=Path, required=True, help="folder holding the model's files")
     parser.add_argument("--repo", required=True, help="repository id to serve it as, e.g. test-org/tiny-llama")
-    parser.add_argument("--token-file", type=Path, required=True, help="file holding the one accepted token")
+    parser.add_argument("--token-file", type=Path, help="file holding the one accepted token; none: no token wanted")
+    parser.add_argument("--tls-cert", type=Path, help="PEM certificate (chain) to serve HTTPS with")
+    parser.add_argument("--tls-key", type=Path, help="PEM private key of --tls-cert")
     parser.add_argument("--bind", default="0.0.0.0")
     parser.add_argument("--port", type=int, default=8080)
     parser.add_argument("--rate", type=int, default=0, help="bytes per second per response; 0 for no limit")
     args = parser.parse_args(argv)
-    token = args.token_file.read_text().strip()
-    if not token:
+    token = args.token_file.read_text().strip() if args.token_file else ""
+    if args.token_file and not token:
         parser.error(f"{args.token_file} is empty")
+    if (args.tls_cert is None) != (args.tls_key is None):
+        parser.error("give both --tls-cert and --tls-key, or neither")
     server = HubServer((args.bind, args.port), load_repo(args.repo, args.root), token, args.rate)
+    if args.tls_cert is not None:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(args.tls_cert, args.tls_key)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
     print(json.dumps({"serving": args.repo, "sha": server.repo.sha, "files": len(server.repo.files),
                       "port": args.port}), flush=True)
     server.serve_forever()

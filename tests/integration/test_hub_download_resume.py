@@ -4,7 +4,8 @@ The real huggingface_hub of the test serving image, inside that image, downloads
 from the Hub stand-in (tools/hub-standin.py, a local process): it needs the
 token, it reports progress, and a download cut half way resumes on the next run
 (the stand-in's log counts the bytes it sent), and a file that arrives corrupted
-is refused. Needs Docker and the serving
+is refused. The stand-in serves HTTPS with a certificate made for the test, which the
+container trusts (SSL_CERT_FILE): the download sends a token over HTTPS only. Needs Docker and the serving
 image (tools/build-test-images serving); fails without them.
 """
 
@@ -44,6 +45,7 @@ class Hub:
     url: str
     log: Path
     root: Path
+    certificate: Path
 
     def requests(self) -> list[dict[str, object]]:
         lines = self.log.read_text().splitlines()[1:]  # the first line says what it serves
@@ -71,18 +73,22 @@ def hub(tmp_path: Path) -> Iterator[Hub]:
     (root / "config.json").write_text('{"model_type": "llama"}\n')
     (root / "model.safetensors").write_bytes(os.urandom(BIG))
     (tmp_path / "token").write_text(TOKEN)
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(tmp_path / "hub.key"),
+                    "-out", str(tmp_path / "hub.crt")], check=True, capture_output=True)
     port = _free_port()
     log = tmp_path / "hub.log"
     with log.open("w") as out:
         process = subprocess.Popen(
             [sys.executable, str(HUB), "--root", str(root), "--repo", REPO_ID, "--token-file",
-             str(tmp_path / "token"), "--bind", "127.0.0.1", "--port", str(port), "--rate", str(RATE)],
+             str(tmp_path / "token"), "--tls-cert", str(tmp_path / "hub.crt"), "--tls-key", str(tmp_path / "hub.key"),
+             "--bind", "127.0.0.1", "--port", str(port), "--rate", str(RATE)],
             stdout=out, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 20
         while not log.read_text() and time.monotonic() < deadline:
             time.sleep(0.1)
-        yield Hub(f"http://127.0.0.1:{port}", log, root)
+        yield Hub(f"https://127.0.0.1:{port}", log, root, tmp_path / "hub.crt")
     finally:
         process.terminate()
         process.wait(10)
@@ -92,7 +98,8 @@ def _download_argv(hub: Hub, out: Path, name: str, token: bool) -> list[str]:
     """The role's download container, on the host network to reach the stand-in on 127.0.0.1."""
     argv = ["docker", "run", "--rm", "--name", name, "--network", "host", "--user", f"{os.getuid()}:{os.getgid()}",
             "--env", f"HF_ENDPOINT={hub.url}", "--env", "HF_HOME=/out/hf-home",
-            "--volume", f"{out}:/out"]
+            "--volume", f"{out}:/out", "--volume", f"{hub.certificate}:/hub-ca.crt:ro",
+            "--env", "SSL_CERT_FILE=/hub-ca.crt", "--env", "REQUESTS_CA_BUNDLE=/hub-ca.crt"]
     if token:
         (out / "token").write_text(TOKEN)
         argv += ["--volume", f"{out / 'token'}:/run/secrets/hf-token:ro", "--env", "HF_TOKEN_PATH=/run/secrets/hf-token"]

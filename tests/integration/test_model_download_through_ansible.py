@@ -2,8 +2,10 @@
 
 The head here is localhost (its Docker engine runs the serving image's download
 container on the host network); the Hub stand-in (tools/hub-standin.py) is a
-local process that wants the token and serves slowly enough for progress lines
-to show. Needs root, Docker and the serving image; fails without them.
+local process serving plain HTTP, slowly enough for progress lines to show. A
+public model downloads without a token; a token is never sent over plain HTTP
+(tests/integration/test_hub_download_resume.py downloads with one over HTTPS).
+Needs root, Docker and the serving image; fails without them.
 """
 from __future__ import annotations
 
@@ -58,14 +60,13 @@ def hub_url(tmp_path: Path) -> Iterator[str]:
     root.mkdir()
     (root / "config.json").write_text('{"model_type": "llama"}\n')
     (root / "model.safetensors").write_bytes(os.urandom(6 * 1024 * 1024))
-    (tmp_path / "hub-token").write_text(TOKEN)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     log = tmp_path / "hub.log"
     with log.open("w") as out:
         hub = subprocess.Popen([sys.executable, str(REPO / "tools/hub-standin.py"), "--root", str(root), "--repo",
-                                REPO_ID, "--token-file", str(tmp_path / "hub-token"), "--bind", "127.0.0.1",
+                                REPO_ID, "--bind", "127.0.0.1",
                                 "--port", str(port), "--rate", str(1024 * 1024)], stdout=out, stderr=subprocess.STDOUT)
     try:
         await_first_line(hub, log)
@@ -95,35 +96,43 @@ def run_download(tmp_path: Path, hub_url: str, token: str) -> subprocess.Complet
                                 cwd=tmp_path, timeout=300)
 
 
-def test_the_head_downloads_with_the_token_reports_progress_and_keeps_no_token(tmp_path: Path, hub_url: str) -> None:
-    proc = run_download(tmp_path, hub_url, TOKEN)
+def hub_requests(tmp_path: Path) -> list[str]:
+    """The requests the stand-in answered (its log's lines after the first)."""
+    return (tmp_path / "hub.log").read_text().splitlines()[1:]
+
+
+def test_the_head_downloads_reports_progress_and_a_second_run_changes_nothing(tmp_path: Path, hub_url: str) -> None:
+    proc = run_download(tmp_path, hub_url, "")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     model = tmp_path / "data/models/test-org--tiny"
-    assert (model / ".dgx-spark-vllm-complete").exists()
+    assert (model / ".dgx-spark-vllm-complete").read_text() == "main\n"  # complete for model_revision
     assert (model / "model.safetensors").stat().st_size == 6 * 1024 * 1024
     assert not (model / ".partial").exists()
     progress = [line for line in proc.stdout.splitlines()
                 if line.startswith(f"localhost: download of {REPO_ID}: downloaded ")]
     assert progress, proc.stdout
-    assert TOKEN not in proc.stdout + proc.stderr
-    leftovers = [p for p in tmp_path.rglob("*") if p.is_file() and p.name not in ("hub-token", "hosts.yml")
-                 and TOKEN.encode() in p.read_bytes()]
-    assert leftovers == []  # the inventory (hosts.yml) and the hub's own copy aside
-    assert not list(Path("/tmp").glob("dgx-spark-vllm-hf.*"))
     (tmp_path / "etc/hf-token.env").write_text(f"HF_TOKEN={TOKEN}\n")  # left by an earlier version
-    again = run_download(tmp_path, hub_url, TOKEN)
+    again = run_download(tmp_path, hub_url, "")
     assert again.returncode == 0, again.stdout
     assert not (tmp_path / "etc/hf-token.env").exists()
     assert "changed=1 " in flat_output(again), again.stdout  # that removal only: no second download
-    third = run_download(tmp_path, hub_url, TOKEN)
+    third = run_download(tmp_path, hub_url, "")
     assert third.returncode == 0 and "changed=0" in flat_output(third), third.stdout
+    (model / ".dgx-spark-vllm-complete").write_text("")  # an earlier version's marker: no revision in it
+    checked = run_download(tmp_path, hub_url, "")
+    assert checked.returncode == 0, checked.stdout
+    assert "download complete: 0 of 2 files fetched" in checked.stdout, checked.stdout  # checked, none fetched
+    assert "changed=0" in flat_output(checked), checked.stdout  # so the weights did not change
+    assert (model / ".dgx-spark-vllm-complete").read_text() == "main\n"
 
 
-def test_a_wrong_token_fails_saying_so_and_leaves_no_token(tmp_path: Path, hub_url: str) -> None:
-    proc = run_download(tmp_path, hub_url, "hf_wrong_token_xyz")
+def test_a_token_never_goes_over_plain_http_and_none_is_left(tmp_path: Path, hub_url: str) -> None:
+    proc = run_download(tmp_path, hub_url, TOKEN)
     assert proc.returncode != 0
     flat = flat_output(proc)
     assert "The download of test-org/tiny on localhost stopped" in flat, proc.stdout
-    assert "hf_wrong_token_xyz" not in proc.stdout + proc.stderr
+    assert "plain HTTP" in flat and "model_hf_endpoint" in flat, proc.stdout
+    assert TOKEN not in proc.stdout + proc.stderr
+    assert hub_requests(tmp_path) == []  # refused before the first request
     assert not (tmp_path / "data/models/test-org--tiny/.dgx-spark-vllm-complete").exists()
     assert not list(Path("/tmp").glob("dgx-spark-vllm-hf.*"))

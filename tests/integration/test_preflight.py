@@ -22,6 +22,19 @@ def test_example_inventory_passes(tmp_path: Path) -> None:
     assert "changed=0" in output and "failed=0" in output
 
 
+def test_an_image_named_by_a_tag_is_a_warning_once(tmp_path: Path) -> None:
+    rc, output = run_preflight(tmp_path, extra={"dgx_spark_image": "nvcr.io/nvidia/vllm:25.11-py3"})
+    assert rc == 0, output
+    assert output.count("WARNING: dgx_spark_image=nvcr.io/nvidia/vllm:25.11-py3 is a tag") == 1, output
+
+
+def test_an_image_pinned_by_digest_and_pulled_by_each_node_passes_without_a_warning(tmp_path: Path) -> None:
+    pinned = "docker.io/hellohal2064/vllm-qwen3.5-gb10@sha256:" + "3f1c" * 16
+    rc, output = run_preflight(tmp_path, extra={"dgx_spark_image": pinned, "docker_image_distribute": "each"})
+    assert rc == 0, output
+    assert "is a tag, which the registry" not in output, output
+
+
 def node_port_range() -> str:
     """This machine's net.ipv4.ip_local_port_range as first-last: the nodes of these runs are it."""
     first, last = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
@@ -141,6 +154,15 @@ def test_the_endpoint_listens_on_any_ip_address_or_every_address(tmp_path: Path,
      None, ["Host spark1: endpoint_tls_certificate=/nonexistent/front.crt is not a file on the controller"]),
     ("a fabric gate action it does not know", None, {"ib_network_bandwidth_action": "ignore"}, None,
      ["the fabric gate wants ib_network_bandwidth_action fail or warn (it is ignore)"]),
+    ("a model revision that climbs out", None, {"model_revision": "../main"}, None,
+     ["Host spark1: model_revision=../main is not a branch, tag or commit", "group_vars/sparks"]),
+    ("a token over plain HTTP", None, {"model_hf_endpoint": "http://mirror.lan:8080", "vault_hf_token": "hf_x"},
+     None, ["model_hf_endpoint=http://mirror.lan:8080 is not https://", "the token would go over plain HTTP"]),
+    ("an image pinned by digest streamed from the head", None,
+     {"dgx_spark_image": "docker.io/org/image@sha256:" + "0" * 64, "docker_image_distribute": "from_head"}, None,
+     ["is pinned by digest, which only a registry pull can give every node", "docker_image_distribute: each"]),
+    ("a digest that is not one", None, {"dgx_spark_image": "repo/image@sha256:abc"}, None,
+     ["dgx_spark_image=repo/image@sha256:abc", "is not a name pinned by digest"]),
 ])
 def test_bad_input_is_refused_naming_host_variable_and_fix(
         tmp_path: Path, case: str, host_vars: dict[str, dict[str, Any]] | None,

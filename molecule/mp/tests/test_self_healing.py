@@ -270,6 +270,9 @@ def test_status_of_a_healthy_cluster_changes_nothing():
     assert "unit vllm-serve: active/running" in output
     for name in NODES:  # each node's fabric address as its running units use it
         assert f"{name} ({'head, ' if name == HEAD else ''}fabric {FABRIC[name]}, mp executor)" in output, output[-3000:]
+        # The image ID the serving container runs (docker_image_running_digest), as Docker says it.
+        running = node_host(name).check_output("docker inspect --format '{{.Image}}' vllm-serve")
+        assert f"serving runs {running}" in output, output[-3000:]
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -89,3 +89,57 @@ def test_a_network_error_that_persists_fails_after_the_last_attempt(fake_hub_err
     with pytest.raises(TimeoutError):
         hub_download.fetch_with_retries("r", "c", ENTRY, tmp_path, attempts=3)
     assert len(calls) == 3
+
+
+@pytest.mark.parametrize("listed", ["../escape", "/etc/x", "sub/../../escape", "", ".partial/x",
+                                    ".dgx-spark-vllm-complete", "a\\..\\b"])
+def test_a_listed_path_that_could_leave_the_folder_is_refused(tmp_path: Path, listed: str) -> None:
+    with pytest.raises(hub_download.Refused):
+        hub_download.contained(tmp_path / "model", listed)
+
+
+def test_a_listed_path_through_a_link_out_of_the_folder_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "model").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "model/weights").symlink_to("../elsewhere")
+    with pytest.raises(hub_download.Refused, match="outside"):
+        hub_download.contained(tmp_path / "model", "weights/model.safetensors")
+
+
+def test_a_listed_path_inside_the_folder_is_where_it_goes(tmp_path: Path) -> None:
+    assert hub_download.contained(tmp_path, "sub/.gitattributes") == tmp_path / "sub/.gitattributes"
+
+
+@pytest.mark.parametrize("revision", ["main", "v1.0", "refs/pr/1", "0123456789abcdef0123456789abcdef01234567"])
+def test_a_branch_tag_or_commit_is_a_revision(revision: str) -> None:
+    hub_download.check_revision(revision)
+
+
+@pytest.mark.parametrize("revision", ["../main", "main/..", "a b", "-x", "/main", "main/", "a//b", ""])
+def test_anything_else_is_not_a_revision(revision: str) -> None:
+    with pytest.raises(hub_download.Refused):
+        hub_download.check_revision(revision)
+
+
+@pytest.mark.parametrize(("endpoint", "token", "refused"), [
+    ("http://mirror:8080", True, True), ("HTTP://mirror", True, True), ("https://mirror", True, False),
+    ("http://mirror:8080", False, False)])
+def test_a_token_goes_over_https_only(endpoint: str, token: bool, refused: bool) -> None:
+    if refused:
+        with pytest.raises(hub_download.Refused, match="model_hf_endpoint"):
+            hub_download.check_endpoint(endpoint, token)
+    else:
+        hub_download.check_endpoint(endpoint, token)
+
+
+def test_a_token_is_seen_wherever_huggingface_hub_would_read_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("HF_TOKEN", "HF_TOKEN_PATH"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path))
+    assert not hub_download.has_token()
+    (tmp_path / "token").write_text("hf_from_a_login\n")  # `hf auth login` keeps it in HF_HOME
+    assert hub_download.has_token()
+    monkeypatch.setenv("HF_TOKEN_PATH", str(tmp_path / "absent"))
+    assert not hub_download.has_token()
+    monkeypatch.setenv("HF_TOKEN", "hf_in_the_environment")
+    assert hub_download.has_token()
