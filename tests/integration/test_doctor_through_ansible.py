@@ -11,14 +11,14 @@ import sys
 import tarfile
 from pathlib import Path
 
-from support.ansible_run import REPO, flat_output, run_ansible_playbook, write_ansible_cfg
+from support.ansible_run import REPO, run_ansible_playbook, write_ansible_cfg
 
 KEY = "dgx-spark-test-key-5f1c9a"
 TOKEN = "0f3a9c1e77d24b6a8e5d0c3b9a1f2e4d"
 REGISTRY_PASSWORD = "dgx-spark-test-registry-pw-7d2e"
 
 
-def run_doctor(tmp_path: Path, env_text: str) -> tuple[str, int, Path]:
+def run_doctor(tmp_path: Path, env_text: str, *extra_args: str) -> tuple[str, int, Path]:
     config = tmp_path / "etc"
     config.mkdir()
     (config / "vllm-serve.secrets.env").write_text(f"VLLM_API_KEY='{KEY}'\n")
@@ -35,7 +35,7 @@ def run_doctor(tmp_path: Path, env_text: str) -> tuple[str, int, Path]:
     (tmp_path / "hosts.yml").write_text(json.dumps(inventory))
     archives = tmp_path / "archives"
     proc = run_ansible_playbook(REPO / "playbooks/doctor.yml", [tmp_path / "hosts.yml"],
-                                config=write_ansible_cfg(tmp_path), cwd=tmp_path, timeout=240,
+                                config=write_ansible_cfg(tmp_path), cwd=tmp_path, timeout=240, extra_args=extra_args,
                                 # The node's config folder (a var of the base role: only -e is above it).
                                 extra_vars={"dgx_spark_config_dir": str(config), "doctor_archive_dir": str(archives),
                                             "doctor_command_timeout": 10})
@@ -44,7 +44,7 @@ def run_doctor(tmp_path: Path, env_text: str) -> tuple[str, int, Path]:
 
 def archive_texts(path: Path) -> dict[str, str]:
     with tarfile.open(path, "r:gz") as archive:
-        return {info.name: (archive.extractfile(info) or open("/dev/null", "rb")).read().decode()
+        return {info.name: archive.extractfile(info).read().decode()  # type: ignore[union-attr]
                 for info in archive.getmembers() if info.isfile()}
 
 
@@ -75,3 +75,10 @@ def test_a_secret_that_reached_the_archive_deletes_it_and_fails_naming_the_setti
     assert "the archive held a secret, so it was deleted: docker_image_registry_password in doctor-" in flat
     assert REGISTRY_PASSWORD not in output
     assert not list(archives.glob("*.tar.gz"))
+
+
+def test_check_mode_collects_and_summarizes_but_writes_no_archive(tmp_path: Path) -> None:
+    output, rc, archives = run_doctor(tmp_path, "NCCL_SOCKET_IFNAME=lo\n", "--check")
+    assert rc == 0, output[-4000:]
+    assert "spark2: NO REPORT: unreachable" in re.sub(r"\s+", " ", output)
+    assert not archives.exists()
