@@ -15,7 +15,7 @@ description:
   - Writes one C(.tar.gz) under O(dest) holding, per node, C(report.json) (kernel, driver, firmware,
     interfaces, RDMA devices and GIDs, fabric env, units, containers, memory and PSI, image, vLLM version),
     C(findings.txt) and the texts collected there (journals, env files, /proc files), and at its root
-    C(summary.txt): per node what looks wrong, or that it was unreachable.
+    C(summary.txt), per node what looks wrong, or that it was unreachable.
   - Then reads every member of the written archive back and looks for each value of O(secrets) in it.
     When one is found the archive is deleted and the module fails naming the setting (never its value).
   - Runs on the controller (a play on C(localhost)). In check mode nothing is written; the summary is

@@ -70,8 +70,8 @@ def net(operstate: str = "up", mtu: int = 9000, rdma: list[str] | None = None) -
 
 HEALTHY: dict[str, Any] = {
     "machine": "aarch64",
-    "units": {"vllm-serve": unit(), "vllm-serve-guard": unit(), "ray-head": unit(state="inactive", sub="dead",
-                                                                                  load="not-found")},
+    "units": {"vllm-serve": unit(), "vllm-serve-guard": unit(),
+              "ray-head": unit(state="inactive", sub="dead", load="not-found")},
     "containers": {"vllm-serve": {"Status": "running", "OOMKilled": False}},
     "interfaces": {"enp1s0f0np0": net(rdma=["rocep1s0f0"]), "enP2p1s0f0np0": net(rdma=["roceP2p1s0f0"]),
                    "enp1s0f1np1": net(operstate="down", mtu=1500, rdma=["rocep1s0f1"]), "wlP9s9": net("down", 1500)},
