@@ -157,8 +157,10 @@ def members(name: str, nodes: list[str], reports: dict[str, Any], errors: dict[s
 
 
 def write_archive(path: str, files: dict[str, str]) -> None:
+    """A .tar.gz of these texts, readable by its owner only (journals can name hosts, users, paths)."""
     now = time.time()
-    with tarfile.open(path, "w:gz") as archive:
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as raw, \
+            tarfile.open(fileobj=raw, mode="w:gz") as archive:
         for member, text in files.items():
             data = text.encode()
             info = tarfile.TarInfo(member)

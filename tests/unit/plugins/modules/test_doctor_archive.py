@@ -58,6 +58,7 @@ def test_the_archive_holds_the_summary_and_per_node_report_findings_and_texts(tm
     files = members("doctor-x", ["spark1", "spark2"], reports, {"spark2": "unreachable"}, ["the summary"])
     path = tmp_path / "doctor-x.tar.gz"
     write_archive(str(path), files)
+    assert path.stat().st_mode & 0o777 == 0o600
     with tarfile.open(path, "r:gz") as archive:
         names = sorted(archive.getnames())
         assert names == ["doctor-x/spark1/findings.txt", "doctor-x/spark1/journal/vllm-serve.txt",
