@@ -118,10 +118,10 @@ def run(argv: list[str], timeout: float) -> tuple[int, str]:
     return result.returncode, result.stdout if result.returncode == 0 else (result.stderr or result.stdout)
 
 
-def interfaces() -> dict[str, dict[str, Any]]:
+def interfaces(sys_root: str = "/sys") -> dict[str, dict[str, Any]]:
     """Every network interface: state, MTU, speed (Mb/s; empty when down or virtual), driver, RDMA devices."""
     found = {}
-    for path in sorted(glob.glob("/sys/class/net/*")):
+    for path in sorted(glob.glob(f"{sys_root}/class/net/*")):
         name = os.path.basename(path)
         driver = os.path.realpath(f"{path}/device/driver") if os.path.exists(f"{path}/device/driver") else ""
         found[name] = {
@@ -137,10 +137,10 @@ def interfaces() -> dict[str, dict[str, Any]]:
     return found
 
 
-def rdma_devices() -> dict[str, dict[str, Any]]:
+def rdma_devices(sys_root: str = "/sys") -> dict[str, dict[str, Any]]:
     """Every RDMA device: firmware, its interfaces, each port's state, rate and GIDs (what show_gids prints)."""
     found = {}
-    for path in sorted(glob.glob("/sys/class/infiniband/*")):
+    for path in sorted(glob.glob(f"{sys_root}/class/infiniband/*")):
         ports = {}
         for port_path in sorted(glob.glob(f"{path}/ports/*")):
             gids = []

@@ -155,3 +155,64 @@ def test_the_version_comes_from_a_label_without_running_anything() -> None:
     assert collect.vllm_version({"labels": {"com.nvidia.vllm.version": "0.11.0"}}, ["vllm-serve"], 1) == \
         "0.11.0 (label com.nvidia.vllm.version)"
     assert collect.vllm_version({"labels": {}}, [], 1).startswith("unknown")
+
+
+# ---- reading sysfs ---------------------------------------------------------------------
+
+ZERO_GID = "0000:0000:0000:0000:0000:0000:0000:0000"
+GIDS = [("fe80:0000:0000:0000:4e9d:e4ff:fe12:3456", "IB/RoCE v1"), ("fe80:0000:0000:0000:4e9d:e4ff:fe12:3456", "RoCE v2"),
+        ("0000:0000:0000:0000:0000:ffff:c0a8:c80c", "IB/RoCE v1"), ("0000:0000:0000:0000:0000:ffff:c0a8:c80c", "RoCE v2"),
+        (ZERO_GID, "")]
+
+
+def write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def spark_sysfs(root: Path) -> Path:
+    """A sysfs tree of one cabled CX7 twin as a Spark shows it: PCI device, interface, RDMA device, GIDs."""
+    sys_root = root / "sys"
+    pci = sys_root / "devices/pci0000:00/0000:01:00.0"
+    (sys_root / "bus/pci/drivers/mlx5_core").mkdir(parents=True)
+    pci.mkdir(parents=True)
+    (pci / "driver").symlink_to(sys_root / "bus/pci/drivers/mlx5_core")
+    (pci / "infiniband/rocep1s0f0").mkdir(parents=True)
+    (pci / "net/enp1s0f0np0").mkdir(parents=True)
+    net = sys_root / "class/net/enp1s0f0np0"
+    for name, text in {"operstate": "up\n", "carrier": "1\n", "mtu": "9000\n", "speed": "200000\n",
+                       "address": "4c:9d:e4:12:34:56\n"}.items():
+        write(net / name, text)
+    (net / "device").symlink_to(pci)
+    write(sys_root / "class/net/lo/operstate", "unknown\n")
+    device = sys_root / "class/infiniband/rocep1s0f0"
+    write(device / "fw_ver", "28.45.1020\n")
+    (device / "device").symlink_to(pci)
+    port = device / "ports/1"
+    for name, text in {"state": "4: ACTIVE\n", "phys_state": "5: LinkUp\n", "rate": "200 Gb/sec (2X NDR)\n",
+                       "link_layer": "Ethernet\n"}.items():
+        write(port / name, text)
+    for index, (gid, kind) in enumerate(GIDS):
+        write(port / f"gids/{index}", gid + "\n")
+        write(port / f"gid_attrs/types/{index}", kind + "\n")
+        write(port / f"gid_attrs/ndevs/{index}", "enp1s0f0np0\n" if kind else "")
+    return sys_root
+
+
+def test_interfaces_show_state_mtu_speed_driver_and_their_rdma_devices(tmp_path: Path) -> None:
+    nets = collect.interfaces(str(spark_sysfs(tmp_path)))
+    assert nets["enp1s0f0np0"] == {"operstate": "up", "carrier": "1", "mtu": "9000", "speed": "200000",
+                                   "address": "4c:9d:e4:12:34:56", "driver": "mlx5_core", "pci": "0000:01:00.0",
+                                   "rdma": ["rocep1s0f0"]}
+    assert nets["lo"]["pci"] == "" and nets["lo"]["rdma"] == [] and nets["lo"]["speed"] == ""
+
+
+def test_rdma_devices_show_firmware_port_state_and_the_set_gids_with_their_type(tmp_path: Path) -> None:
+    devices = collect.rdma_devices(str(spark_sysfs(tmp_path)))
+    device = devices["rocep1s0f0"]
+    assert device["fw_ver"] == "28.45.1020" and device["netdevs"] == ["enp1s0f0np0"]
+    port = device["ports"]["1"]
+    assert (port["state"], port["rate"], port["link_layer"]) == ("4: ACTIVE", "200 Gb/sec (2X NDR)", "Ethernet")
+    assert [(g["index"], g["type"], g["netdev"]) for g in port["gids"]] == [
+        (0, "IB/RoCE v1", "enp1s0f0np0"), (1, "RoCE v2", "enp1s0f0np0"),
+        (2, "IB/RoCE v1", "enp1s0f0np0"), (3, "RoCE v2", "enp1s0f0np0")]
