@@ -61,8 +61,8 @@ def test_the_doctor_archives_every_node_without_a_secret_and_names_the_stopped_w
     # The worker holds no API key (only a group head does): its guard's secret is planted there.
     assert worker_secrets, f"{WORKER} has no secret file in {CONFIG_DIR} (serving_guard_enabled is on here)"
     try:
-        node_host(HEAD).check_output(f"printf 'NOTE=%s\\n' '{API_KEY}' > {PLANTED}")
-        node_host(WORKER).check_output(f"printf 'NOTE=%s\\n' '{worker_secrets[0]}' > {PLANTED}")
+        node_host(HEAD).check_output("printf 'NOTE=%%s\\n' %s > %s", API_KEY, PLANTED)
+        node_host(WORKER).check_output("printf 'NOTE=%%s\\n' %s > %s", worker_secrets[0], PLANTED)
         node_host(WORKER).check_output(f"systemctl stop {SERVE_UNIT}")
         started = time.monotonic()
         result = run_playbook("playbooks/doctor.yml", "-e", f"doctor_archive_dir={tmp_path}", timeout=600)
