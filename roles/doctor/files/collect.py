@@ -278,7 +278,7 @@ def unit_findings(units: dict[str, dict[str, str]], expected: list[str]) -> list
         elif state != "active" and (unit in expected or state == "failed"):
             findings.append(f"unit {unit} is {state or 'unknown'}{f' ({result})' if result not in ('', 'success') else ''}")
         elif restarts:
-            findings.append(f"unit {unit} restarted {restarts} time(s) since it was started")
+            findings.append(f"unit {unit} restarted {restarts} time(s) on its own since it was last started")
     return findings
 
 

@@ -91,7 +91,7 @@ def test_a_healthy_node_has_nothing_wrong_unused_ports_and_optional_units_includ
     (unit(state="inactive", sub="dead"), "unit vllm-serve is inactive"),
     (unit(state="failed", sub="failed", result="exit-code"), "unit vllm-serve is failed (exit-code)"),
     (unit(state="activating", sub="auto-restart", restarts=4), "unit vllm-serve is restarting (auto-restart, restarts 4)"),
-    (unit(restarts=2), "unit vllm-serve restarted 2 time(s) since it was started"),
+    (unit(restarts=2), "unit vllm-serve restarted 2 time(s) on its own since it was last started"),
     (unit(state="inactive", sub="dead", load="not-found"), "unit vllm-serve is not installed"),
 ])
 def test_a_serving_unit_that_is_down_restarting_or_missing_is_named(state: dict[str, str], finding: str) -> None:
