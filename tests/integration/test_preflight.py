@@ -28,9 +28,10 @@ def test_an_image_named_by_a_tag_is_a_warning_once(tmp_path: Path) -> None:
     assert output.count("WARNING: dgx_spark_image=nvcr.io/nvidia/vllm:25.11-py3 is a tag") == 1, output
 
 
-def test_an_image_pinned_by_digest_and_pulled_by_each_node_passes_without_a_warning(tmp_path: Path) -> None:
+@pytest.mark.parametrize("distribute", ["each", "from_head"])
+def test_an_image_pinned_by_digest_passes_without_a_warning(tmp_path: Path, distribute: str) -> None:
     pinned = "docker.io/hellohal2064/vllm-qwen3.5-gb10@sha256:" + "3f1c" * 16
-    rc, output = run_preflight(tmp_path, extra={"dgx_spark_image": pinned, "docker_image_distribute": "each"})
+    rc, output = run_preflight(tmp_path, extra={"dgx_spark_image": pinned, "docker_image_distribute": distribute})
     assert rc == 0, output
     assert "is a tag, which the registry" not in output, output
 
@@ -158,9 +159,11 @@ def test_the_endpoint_listens_on_any_ip_address_or_every_address(tmp_path: Path,
      ["Host spark1: model_revision=../main is not a branch, tag or commit", "group_vars/sparks"]),
     ("a token over plain HTTP", None, {"model_hf_endpoint": "http://mirror.lan:8080", "vault_hf_token": "hf_x"},
      None, ["model_hf_endpoint=http://mirror.lan:8080 is not https://", "the token would go over plain HTTP"]),
-    ("an image pinned by digest streamed from the head", None,
-     {"dgx_spark_image": "docker.io/org/image@sha256:" + "0" * 64, "docker_image_distribute": "from_head"}, None,
-     ["is pinned by digest, which only a registry pull can give every node", "docker_image_distribute: each"]),
+    ("an image pinned by digest built on the head", None,
+     {"dgx_spark_image": "docker.io/org/image@sha256:" + "0" * 64, "docker_image_source": "build",
+      "docker_image_distribute": "from_head",
+      "docker_image_build_path": "/srv/image"}, None,
+     ["is pinned by digest, which only a registry pull can give a node", "docker_image_source: pull"]),
     ("a digest that is not one", None, {"dgx_spark_image": "repo/image@sha256:abc"}, None,
      ["dgx_spark_image=repo/image@sha256:abc", "is not a name pinned by digest"]),
 ])

@@ -70,3 +70,19 @@ def test_ray_runs_only_with_the_firewall_when_the_collection_runs_one(tmp_path: 
     lines = unit.splitlines()
     assert ("Requires=dgx-spark-vllm-firewall.service" in lines) == enabled
     assert ("After=dgx-spark-vllm-firewall.service" in lines) == enabled
+
+
+HEX = "3f1c" * 16
+
+
+@pytest.mark.parametrize("image, runs", [
+    ("example/vllm:latest", "example/vllm:latest"),
+    (f"docker.io/org/vllm@sha256:{HEX}", f"docker.io/org/vllm:sha256-{HEX}"),
+    (f"org/vllm:26.05@sha256:{HEX}", f"org/vllm:sha256-{HEX}"),
+    (f"registry.lan:5000/org/vllm@sha256:{HEX}", f"registry.lan:5000/org/vllm:sha256-{HEX}"),
+])
+def test_a_unit_runs_an_image_pinned_by_digest_by_its_local_name(tmp_path: Path, image: str, runs: str) -> None:
+    """Docker cannot tag a digest name, and a worker's copy streamed from the head has no registry
+    digest: every unit runs the name roles/docker_image gives the verified image on every node."""
+    unit = render(tmp_path, 255, dgx_spark_image=image)
+    assert f"    {runs} \\\n" in unit

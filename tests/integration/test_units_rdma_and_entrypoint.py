@@ -21,7 +21,10 @@ from support.ansible_run import REPO, flat_output
 from support.example_inventory import HOSTS, run_locally
 from support.facts import load_facts
 
-IMAGE = "hellohal2064/vllm-qwen3.5-gb10"  # inventories/sparks/group_vars/sparks/main.yml
+# inventories/sparks/group_vars/sparks/main.yml's image, pinned by digest, as the units run it: by
+# the local name roles/docker_image gives it (dgx_spark_image_ref).
+IMAGE = ("docker.io/hellohal2064/vllm-qwen3.5-gb10:"
+         "sha256-6b1f0c4e9a27d3b58e0f1a2c4d6e8b0a1c3e5f7092b4d6f8a0c2e4b6d8f0a1c3")
 RDMA_ARGS = ["--device", "{dev}", "--cap-add", "IPC_LOCK", "--ulimit", "memlock=-1:-1"]
 # What the templates read besides the preflight's facts: the roles' defaults and vars.
 ROLE_FILES = ["roles/dgx_spark/defaults/main.yml", "roles/dgx_spark/vars/main.yml",
