@@ -83,6 +83,12 @@ def test_serving_without_an_api_key_is_an_explicit_choice(tmp_path: Path) -> Non
      ["The cluster's ports must be distinct TCP ports", "\"dgx_spark_fabric_gate_port\": 29501"]),
     ("a fabric gate action it does not know", None, {"ib_network_bandwidth_action": "ignore"}, None,
      ["the fabric gate wants ib_network_bandwidth_action fail or warn (it is ignore)"]),
+    ("a fabric gate size that could exhaust a GB10's memory", None, {"ib_network_bandwidth_sizes_mb": [512, 8192]},
+     None, ["ib_network_bandwidth_sizes_mb one to eight sizes of more than 0 and at most 4096 MiB ([512, 8192]",
+            "group_vars/sparks"]),
+    ("a GID index that is not a number", {"spark2": {"dgx_spark_nccl_ib_gid_index": "three"}}, None, None,
+     ["fabric_env: host spark2: dgx_spark_nccl_ib_gid_index='three' is not a GID index (0 or more)",
+      "set a whole number in host_vars"]),
 ])
 def test_bad_input_is_refused_naming_host_variable_and_fix(
         tmp_path: Path, case: str, host_vars: dict[str, dict[str, Any]] | None,
