@@ -166,6 +166,12 @@ def test_the_endpoint_listens_on_any_ip_address_or_every_address(tmp_path: Path,
      ["is pinned by digest, which only a registry pull can give a node", "docker_image_source: pull"]),
     ("a digest that is not one", None, {"dgx_spark_image": "repo/image@sha256:abc"}, None,
      ["dgx_spark_image=repo/image@sha256:abc", "is not a name pinned by digest"]),
+    ("a fabric gate size that could exhaust a GB10's memory", None, {"ib_network_bandwidth_sizes_mb": [512, 8192]},
+     None, ["ib_network_bandwidth_sizes_mb one to eight sizes of more than 0 and at most 4096 MiB ([512, 8192]",
+            "group_vars/sparks"]),
+    ("a GID index that is not a number", {"spark2": {"dgx_spark_nccl_ib_gid_index": "three"}}, None, None,
+     ["fabric_env: host spark2: dgx_spark_nccl_ib_gid_index='three' is not a GID index (0 or more)",
+      "set a whole number in host_vars"]),
 ])
 def test_bad_input_is_refused_naming_host_variable_and_fix(
         tmp_path: Path, case: str, host_vars: dict[str, dict[str, Any]] | None,
