@@ -89,5 +89,7 @@ def test_the_doctor_archives_every_node_without_a_secret_and_names_the_stopped_w
             assert not [name for name, text in texts.items() if value in text], f"{what} is in the archive"
             assert value not in output, f"{what} is in the run's output"
     summary = re.sub(r"\s+", " ", texts[f"{top}/summary.txt"])
-    assert f"{WORKER}: unit {SERVE_UNIT} is inactive" in summary, summary
-    assert f"{WORKER}: unit {SERVE_UNIT} is inactive" in re.sub(r"\s+", " ", output), failure(output)
+    # A stopped container's `docker run` exits non-zero: systemd may call the stopped unit failed.
+    stopped = re.compile(rf"{WORKER}: unit {SERVE_UNIT} is (inactive|failed)")
+    assert stopped.search(summary), summary
+    assert stopped.search(re.sub(r"\s+", " ", output)), failure(output)
