@@ -42,6 +42,7 @@ PLAY = """\
   gather_facts: false
   vars:
     dgx_spark_image: {image}
+    dgx_spark_image_ref: {image}
   environment:
     PATH: "{{{{ fake_path }}}}"
   tasks:
@@ -51,7 +52,7 @@ PLAY = """\
 
 
 def make_image(directory: Path, programs: list[str], config: Mapping[str, object] | None,
-               shell: bool = True) -> None:
+               shell: bool = True, architecture: str = "amd64") -> None:
     """A stand-in docker in ``directory`` whose image holds ``programs``; no image when config is None."""
     directory.mkdir()
     docker = directory / "docker"
@@ -67,23 +68,25 @@ def make_image(directory: Path, programs: list[str], config: Mapping[str, object
         path.write_text(script)
         path.chmod(0o755)
     if config is not None:
-        (directory / "inspect.json").write_text(json.dumps([{"Id": "sha256:0", "Config": dict(config)}]))
+        (directory / "inspect.json").write_text(
+            json.dumps([{"Id": "sha256:0", "Architecture": architecture, "Config": dict(config)}]))
     if not shell:
         (directory / "no-shell").touch()
 
 
 def check(tmp_path: Path, programs: list[str], executor: str,
           config: Mapping[str, object] | None = VLLM_OPENAI_CONFIG,
-          shell: bool = True, check_mode: bool = False, download: bool = False) -> tuple[int, str]:
+          shell: bool = True, check_mode: bool = False, download: bool = False,
+          architecture: str = "amd64", node_architecture: str = "x86_64") -> tuple[int, str]:
     """Run tasks/contents.yml against the made-up image (none when config is None); (rc, flat output)."""
-    make_image(tmp_path / "fake", programs, config, shell)
+    make_image(tmp_path / "fake", programs, config, shell, architecture)
     playbook = tmp_path / "check.yml"
     playbook.write_text(PLAY.format(image=IMAGE, tasks=REPO / "roles/docker_image/tasks/contents.yml"))
     proc = run_ansible_playbook(
         playbook, ["localhost,"],
         extra_vars={"fake_path": f"{tmp_path / 'fake'}{os.pathsep}{os.environ['PATH']}",
                     "dgx_spark_executor": executor, "docker_image_hub_download": download,
-                    "ansible_python_interpreter": sys.executable},
+                    "ansible_python_interpreter": sys.executable, "ansible_architecture": node_architecture},
         extra_args=["-c", "local", *(["--check"] if check_mode else [])],
         config=write_ansible_cfg(tmp_path), cwd=tmp_path)
     return proc.returncode, flat_output(proc)
@@ -142,3 +145,16 @@ def test_no_image_yet_checks_nothing(tmp_path: Path, check_mode: bool) -> None:
     rc, output = check(tmp_path, [], "ray", config=None, check_mode=check_mode)
     assert rc == 0, output
     assert "skipping: [localhost]" in output and "failed=0" in output
+
+
+@pytest.mark.parametrize("image_architecture, node_architecture, refused", [
+    ("arm64", "aarch64", False), ("amd64", "x86_64", False), ("amd64", "aarch64", True), ("arm64", "x86_64", True)])
+def test_an_image_built_for_another_architecture_is_refused(
+        tmp_path: Path, image_architecture: str, node_architecture: str, refused: bool) -> None:
+    rc, output = check(tmp_path, ["vllm", "ray", "python3"], "ray", architecture=image_architecture,
+                       node_architecture=node_architecture)
+    assert (rc != 0) == refused, output
+    if refused:
+        assert (f"The image {IMAGE} is built for {image_architecture}, but localhost ({node_architecture}) "
+                "cannot run it natively") in output, output
+        assert "set dgx_spark_image in group_vars/sparks" in output
