@@ -28,7 +28,8 @@ REPLICAS = [{"name": "a", "head": "spark1", "nodes": ["spark1", "spark2"]},
 ROLE_FILES = ["roles/dgx_spark/defaults/main.yml", "roles/dgx_spark/vars/main.yml",
               "roles/docker_image/defaults/main.yml", "roles/vllm_serve/defaults/main.yml",
               "roles/vllm_serve/vars/main.yml", "roles/model/defaults/main.yml", "roles/model/vars/main.yml",
-              "roles/endpoint/defaults/main.yml", "roles/endpoint/vars/main.yml"]
+              "roles/endpoint/defaults/main.yml", "roles/endpoint/vars/main.yml",
+              "roles/serving_guard/defaults/main.yml", "roles/serving_guard/vars/main.yml"]
 RENDER = """\
 - name: Preflight
   ansible.builtin.import_playbook: {preflight}
@@ -37,6 +38,10 @@ RENDER = """\
   hosts: sparks
   gather_facts: false
   vars_files: {vars_files}
+  vars:
+    # What vllm_serve gives role serving_guard (its helper did not change: nothing was installed).
+    __serving_guard_engine: "{{{{ __vllm_serve_guard_engine }}}}"
+    __vllm_serve_helper_result: {{changed: false}}
   tasks:
     - name: Learn where the model is (role model)
       ansible.builtin.include_tasks: {model_path}
@@ -47,7 +52,7 @@ RENDER = """\
         mode: "0644"
     - name: Write the guard's settings
       ansible.builtin.copy:
-        content: "{{{{ __vllm_serve_guard_config | to_json }}}}"
+        content: "{{{{ __serving_guard_config | to_json }}}}"
         dest: "{{{{ out }}}}/{{{{ inventory_hostname }}}}-guard.json"
         mode: "0644"
     - name: Write the serving environment
