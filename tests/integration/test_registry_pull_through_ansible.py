@@ -63,14 +63,18 @@ def pushed_image() -> Iterator[str]:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def run_pull(tmp_path: Path, image: str, **variables: str) -> subprocess.CompletedProcess[str]:
-    subprocess.run(["docker", "image", "rm", image], capture_output=True, check=False)
+def run_pull(tmp_path: Path, image: str, tasks: tuple[str, ...] = ("pull.yml",), fresh: bool = True,
+             **variables: str) -> subprocess.CompletedProcess[str]:
+    """Include the role's task files on this machine (a fresh one: the image removed first)."""
+    if fresh:
+        subprocess.run(["docker", "image", "rm", image], capture_output=True, check=False)
     host = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
             "dgx_spark_image": image, **variables}
     (tmp_path / "hosts.yml").write_text(json.dumps({"all": {"hosts": {"localhost": host}}}))
     (tmp_path / "play.yml").write_text(
-        "- hosts: localhost\n  gather_facts: false\n  tasks:\n"
-        "    - ansible.builtin.include_role:\n        name: dgx_spark.vllm.docker_image\n        tasks_from: pull.yml\n")
+        "- hosts: localhost\n  gather_facts: false\n  tasks:\n" + "".join(
+            f"    - ansible.builtin.include_role:\n        name: dgx_spark.vllm.docker_image\n"
+            f"        tasks_from: {file}\n" for file in tasks))
     return run_ansible_playbook(tmp_path / "play.yml", [tmp_path / "hosts.yml"], config=write_ansible_cfg(tmp_path),
                                 # The base role's preflight (facts, inventory) is not this test's subject.
                                 extra_vars={"dgx_spark_preflight_passed": ["dgx_spark"]},
@@ -111,3 +115,32 @@ def test_a_wrong_password_fails_saying_so_without_showing_it(tmp_path: Path, pus
     assert "401 Unauthorized" in flat
     assert wrong not in proc.stdout + proc.stderr
     assert _leftovers() == []
+
+
+def image_id(name: str) -> str:
+    found = subprocess.run(["docker", "image", "inspect", "--format", "{{.Id}}", name], capture_output=True,
+                           text=True, check=False)
+    return found.stdout.strip() if found.returncode == 0 else ""
+
+
+def test_an_image_pinned_by_digest_is_pulled_and_named_for_the_units(tmp_path: Path, pushed_image: str) -> None:
+    """The registry checks the digest at the pull; Docker cannot tag a digest name, so the node names the
+    image repo:sha256-HEX (dgx_spark_image_ref), which the units run; naming it again changes nothing."""
+    login = {"docker_image_registry_username": USER, "docker_image_registry_password": PASSWORD}
+    for run in ("tagged", "first", "again"):
+        (tmp_path / run).mkdir()
+    assert run_pull(tmp_path / "tagged", pushed_image, **login).returncode == 0
+    digest = subprocess.run(["docker", "image", "inspect", "--format", "{{index .RepoDigests 0}}", pushed_image],
+                            capture_output=True, text=True, check=True).stdout.strip()
+    repository, hex_digest = digest.split("@sha256:")
+    local_name = f"{repository}:sha256-{hex_digest}"
+    subprocess.run(["docker", "image", "rm", pushed_image, local_name], capture_output=True, check=False)
+    try:
+        first = run_pull(tmp_path / "first", digest, ("pull.yml", "name_pinned.yml"), **login)
+        assert first.returncode == 0, first.stdout + first.stderr
+        assert image_id(local_name) == image_id(digest) != ""
+        again = run_pull(tmp_path / "again", digest, ("name_pinned.yml",), fresh=False)
+        assert again.returncode == 0 and "changed=0" in flat_output(again), again.stdout
+        assert PASSWORD not in first.stdout + first.stderr + again.stdout + again.stderr
+    finally:
+        subprocess.run(["docker", "image", "rm", digest, local_name], capture_output=True, check=False)
