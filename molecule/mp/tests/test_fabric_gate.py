@@ -31,9 +31,9 @@ def test_gate_passes_at_the_default_cpu_threshold():
     assert result.returncode == 0, failure(output)
     assert changed_per_node(output) == {name: 0 for name in NODES}, failure(output)
     assert f"all_gather bus bandwidth over {RING}" in text
-    assert "at least 0.0625 GB/s expected: pass" in text
+    assert "at least 0.02 GB/s expected: pass" in text
     figure = measured(text)
-    assert figure >= 0.0625
+    assert figure >= 0.02
     print(f"fabric gate (gloo, 2 nodes, CPU stand-in): {figure} GB/s all_gather bus bandwidth")
 
 
