@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from support.ansible_run import REPO, flat_output
+from support.ansible_run import flat_output
 from support.example_inventory import HOSTS, run_locally
 from support.facts import load_facts
 

@@ -217,7 +217,7 @@ def test_without_replicas_the_head_engine_listens_on_its_fabric_address_behind_t
 
 
 def test_plain_http_only_when_asked(tmp_path_factory: pytest.TempPathFactory) -> None:
-    conf = render(tmp_path_factory.mktemp("plain"), {"dgx_spark_executor": "mp", "vllm_serve_tensor_parallel_size": 4,
-                                                      "endpoint_tls": False,
-                                                      "dgx_spark_api_host": "::"})["spark1-endpoint.nginx.conf"]
+    settings = {"dgx_spark_executor": "mp", "vllm_serve_tensor_parallel_size": 4, "endpoint_tls": False,
+                "dgx_spark_api_host": "::"}
+    conf = render(tmp_path_factory.mktemp("plain"), settings)["spark1-endpoint.nginx.conf"]
     assert "listen [::]:8000 ipv6only=off;" in conf and "ssl" not in conf, conf

@@ -31,9 +31,9 @@ FLUSHING_CONF = """#!/usr/sbin/nft -f
 flush ruleset
 
 table inet filter {
-	chain input {
-		type filter hook input priority filter;
-	}
+    chain input {
+        type filter hook input priority filter;
+    }
 }
 """
 SAVED = "/root/firewall-test"

@@ -1,4 +1,4 @@
-#!/bin/bash
+#!/usr/bin/env bash
 # dgx_spark.vllm firewall watchdog (role firewall; run by its watchdog unit):
 # loads the collection's nftables table again whenever something removes it -
 # a `flush ruleset` (nftables.service's start, stop or restart, or its
@@ -30,6 +30,7 @@ restore() {
 # it listened, say).
 coproc monitor { exec nft monitor tables; }
 # Systemd stops the whole unit; a watchdog run by hand takes its monitor along.
+# shellcheck disable=SC2154  # monitor_PID: set by coproc above
 trap 'kill "$monitor_PID" 2>/dev/null' EXIT
 trap 'exit 0' TERM INT
 restore

@@ -112,8 +112,8 @@ def test_arguments_and_their_defaults() -> None:
                           "--master-addr", "198.51.100.11", "--master-port", "29597"])
     assert (args.backend, args.rank, args.world_size, args.master_port) == ("gloo", 1, 2, 29597)
     assert args.sizes == [512 * 2**20, 1024 * 2**20, 2048 * 2**20, 4096 * 2**20]
-    assert (args.iterations, args.warmup, args.min_busbw, args.device_index, args.require_ib) == (10, 3, None, None,
-                                                                                                False)
+    expected = (10, 3, None, None, False)
+    assert (args.iterations, args.warmup, args.min_busbw, args.device_index, args.require_ib) == expected
 
 
 @pytest.mark.parametrize("extra", [

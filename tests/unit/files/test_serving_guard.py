@@ -323,5 +323,3 @@ def test_a_guard_restart_of_a_unit_that_was_not_running_leaves_no_kill_for_a_lat
     sg.Guard(sg.Config(unit="vllm-serve", role="worker", interval=1, failures=1)).restart("a reason")
     assert node.stop(["vllm-serve", "vllm-serve", "30"]) == 0
     assert commands[-1] == ["docker", "stop", "--time", "30", "vllm-serve"]
-
-
