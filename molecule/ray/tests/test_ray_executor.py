@@ -10,7 +10,8 @@ import re
 import time
 
 from endpoint import completes, seconds_to_first_completion
-from nodes import FABRIC, FILES, HEAD, HEAD_MANAGEMENT, NODES, UNITS, json_line, node_host, run_on_head
+from nodes import (API_KEY, FABRIC, FILES, HEAD, HEAD_MANAGEMENT, NODES, UNITS, env_file, json_line, node_host,
+                   run_on_head)
 from playbook_run import failure, run_playbook
 
 testinfra_hosts = ["ansible://spark1"]
@@ -68,6 +69,39 @@ def test_each_worker_process_talks_from_its_own_fabric_address_only():
         assert bound <= {FABRIC[name]}, (name, listening)
         assert HEAD_MANAGEMENT not in {host_of(p) for _local, p in established}
         assert other in {host_of(p) for _local, p in established}, f"{name}: no connection to the other worker"
+
+
+# What the launcher exports for vLLM alone (roles/vllm_serve/vars/main.yml): no other process on a node
+# has it, so a Ray worker that holds it received it through vLLM's copy of the driver's environment.
+COPIED_CONTROL = "/tmp/vllm-config"
+
+
+def memory_holds(name: str, pid: str, *needles: str) -> dict[str, bool]:
+    """Which of these strings the process holds anywhere in its writable memory
+    (molecule/shared/files/memory_holds.py)."""
+    script = (FILES / "memory_holds.py").read_text()
+    hexed = " ".join(needle.encode().hex() for needle in needles)
+    out = node_host(name).run(f"python3 - {pid} {hexed} <<'PYEOF'\n{script}\nPYEOF")
+    assert out.rc == 0, f"{name}: {out.stderr[-2000:]}"
+    found = json_line(out.stdout)
+    return {needle: found[needle.encode().hex()] for needle in needles}
+
+
+def test_the_api_key_stays_in_the_api_server_and_out_of_every_ray_worker():
+    """vLLM's Ray executor sets the driver's environment inside every Ray worker (not at exec, so not
+    in /proc/PID/environ): the worker's memory is searched. Controls: the same search finds the key in
+    the API server, and the launcher's VLLM_CONFIG_ROOT in every worker (the copy happened)."""
+    # the serving container's main process: the launcher execs `vllm serve`
+    api_server = node_host(HEAD).check_output("docker inspect --format '{{.State.Pid}}' vllm-serve")
+    assert memory_holds(HEAD, api_server, API_KEY)[API_KEY], "the search does not find the key where it is"
+    for name in NODES:
+        assert COPIED_CONTROL not in "".join(env_file(node_host(name), UNITS[name]).values())
+        pids = node_host(name).check_output(f"pgrep -f '^{WORKER_PROCESS}' || true").split()
+        assert len(pids) == 1, f"{name}: {len(pids)} vLLM Ray worker processes: {pids}"
+        found = memory_holds(name, pids[0], API_KEY, COPIED_CONTROL)
+        print(f"{name}: Ray worker {pids[0]}: {found[COPIED_CONTROL]=}, key found: {found[API_KEY]}")
+        assert found[COPIED_CONTROL], f"{name}: the driver's environment did not reach the Ray worker"
+        assert not found[API_KEY], f"{name}: the Ray worker holds the API key"
 
 
 def test_unit_start_to_first_completion(record_property):
