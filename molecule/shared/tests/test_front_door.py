@@ -8,6 +8,7 @@ import hashlib
 import json
 import re
 import socket
+import time
 import urllib.error
 import urllib.request
 
@@ -117,3 +118,34 @@ def test_the_served_certificate_is_the_one_the_run_reports():
     reported = re.findall(r"TLS\s+certificate\s+SHA-256\s+((?:[0-9A-F]{2}:){31}[0-9A-F]{2})", output)
     print(f"served {fingerprint}, reported {reported}")
     assert reported and set(reported) == {fingerprint}, output[-3000:]
+
+
+def test_no_engine_reachable_is_a_503_with_retry_after():
+    """While the head cannot reach any engine (its connections to the engine port refused, by a
+    table of the test's own), /v1/ and /health answer 503 with Retry-After and an OpenAI-style
+    error, not a refused connection or nginx's 502; after the fault, completions again."""
+    head = node_host(HEAD)
+    fault = (f"table inet dgx_spark_test_no_engine {{ chain output {{ type filter hook output priority 0; "
+             f"tcp dport {ENGINE_PORT} reject with tcp reset; }} }}")
+    try:
+        head.check_output(f"nft -f - <<'EOF'\n{fault}\nEOF")
+        for path, method in (("/v1/models", "GET"), ("/v1/completions", "POST"), ("/health", "GET")):
+            request = urllib.request.Request(API + path, data=b"{}" if method == "POST" else None, method=method,
+                                             headers={"Authorization": f"Bearer {API_KEY}",
+                                                      "Content-Type": "application/json"})
+            try:
+                urllib.request.urlopen(request, timeout=30, context=endpoint_tls()).close()
+                raise AssertionError(f"{path}: answered while no engine is reachable")
+            except urllib.error.HTTPError as error:
+                body = error.read()
+                assert error.code == 503, (path, error.code, body[:300])
+                assert int(error.headers["Retry-After"]) > 0, (path, dict(error.headers))
+                if path != "/health":
+                    assert json.loads(body)["error"]["code"] == 503, body
+    finally:
+        head.run("nft delete table inet dgx_spark_test_no_engine")
+    # an engine marked failed (several replicas) is tried again after endpoint_fail_timeout (10 s)
+    deadline = time.monotonic() + 30
+    while send("/v1/models", "GET", API_KEY)[0] != 200:
+        assert time.monotonic() < deadline, "no answer 30 s after the fault was undone"
+        time.sleep(1)
