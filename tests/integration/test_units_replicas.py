@@ -191,7 +191,10 @@ def test_the_endpoint_passes_only_v1_and_health_and_answers_404_itself_otherwise
         replicas: dict[str, str], single: dict[str, str], layout: str) -> None:
     conf = (replicas if layout == "replicas" else single)["spark1-endpoint.nginx.conf"]
     found = locations(conf)
-    assert set(found) == {"/v1/", "= /health", "/"}, found
+    assert set(found) == {"/v1/", "= /health", "/", "@engines_unavailable"}, found
+    unavailable = found["@engines_unavailable"]
+    assert "return 503 " in unavailable and "add_header Retry-After 5 always;" in unavailable, unavailable
+    assert "proxy_pass" not in unavailable
     assert "proxy_pass http://vllm_engines/v1/;" in found["/v1/"]
     assert "proxy_pass http://vllm_engines/health;" in found["= /health"]
     assert "proxy_intercept_errors on;" in found["= /health"]

@@ -55,6 +55,37 @@ def test_serve_playbook_restarts_only_serving_and_serves_an_odd_name_exactly(rec
     assert status == 200, body
 
 
+ENGINE_STARTED = "systemctl show --property=ActiveEnterTimestampMonotonic --property=InvocationID vllm-serve"
+UNIT_FILES = "cat /etc/systemd/system/vllm-serve.service /etc/dgx-spark-vllm/vllm-serve.env"
+
+
+@pytest.mark.parametrize("setting, says", [
+    ("vllm_serve_extra_args: ['--max-num-seqs', '$HOME']", "invalid int value"),
+    ("vllm_serve_max_model_len: -5", "max_model_len"),
+])
+def test_a_command_vllm_refuses_is_refused_before_anything_is_written_or_stops(tmp_path, setting, says):
+    """The two mistakes of the issue: vLLM in the image names them while the old engines serve on;
+    no node's unit or environment changes and no engine restarts."""
+    hosts = {name: node_host(name) for name in NODES}
+    before = {n: (h.check_output(ENGINE_STARTED), h.check_output(UNIT_FILES)) for n, h in hosts.items()}
+    bad = write_overlay_inventory(tmp_path / "bad-command", {n: setting + "\n" for n in NODES})
+
+    started = time.monotonic()
+    result = run_playbook("playbooks/serve.yml", inventories=(str(bad),))
+    seconds = time.monotonic() - started
+    output = result.stdout + result.stderr
+    print(f"{setting}: refused after {seconds:.0f} s")
+
+    assert result.returncode != 0, output[-5000:]
+    assert "refuses the new serving command" in output and says in output, failure(output)
+    assert "Nothing was written and nothing stopped" in output
+    for name, host in hosts.items():
+        assert (host.check_output(ENGINE_STARTED), host.check_output(UNIT_FILES)) == before[name], \
+            f"{name}: the unit, its environment or its engine changed"
+    status, models = call("/v1/models")
+    assert status == 200 and [m["id"] for m in models["data"]] == [ODD_NAME]
+
+
 BAD_WORKER_ENV = ("vllm_serve_env:\n  VLLM_CPU_KVCACHE_SPACE: '1'\n  VLLM_CPU_OMP_THREADS_BIND: '1'\n"
                   f"  VLLM_HOST_IP: {on_fabric(99)}\n")
 
