@@ -1,0 +1,85 @@
+"""The monitoring sees a fault the way an operator should: the worker's engine is killed on a serving
+cluster; Prometheus on the head fires DgxSparkServingDown within 90 s, and resolves it once the
+guard healed the group; the engine-start counter of each node rose by exactly the starts of its
+serving unit in its journal.
+
+Prometheus is asked on the head (it answers loopback only), as status.yml does.
+"""
+from __future__ import annotations
+
+import json
+import shlex
+import time
+
+from endpoint import completes
+from nodes import HEAD, NODES, journal_since, node_host
+from playbook_run import failure, run_playbook
+from settings import setting
+
+PROMETHEUS = f"http://127.0.0.1:{setting('dgx_spark_prometheus_port')}"
+ALERT = "DgxSparkServingDown"
+FIRE_DEADLINE = 90
+# The guard's heal (a group restart: 25-132 s on this machine, see test_self_healing.py), then the
+# alert's own evaluation.
+RESOLVE_DEADLINE = 420
+
+
+def prometheus(path: str, **params: str) -> dict:
+    """One GET of Prometheus' HTTP API on the head; its `data`."""
+    encoded = " ".join(f"--data-urlencode {shlex.quote(f'{k}={v}')}" for k, v in params.items())
+    out = node_host(HEAD).check_output(f"curl -sfG --max-time 10 {encoded} {PROMETHEUS}{path}")
+    answer = json.loads(out)
+    assert answer["status"] == "success", answer
+    return answer["data"]
+
+
+def firing(alert: str) -> list[dict]:
+    return [a for a in prometheus("/api/v1/alerts")["alerts"] if a["labels"]["alertname"] == alert
+            and a["state"] == "firing"]
+
+
+def engine_starts() -> dict[str, float]:
+    """dgx_spark_guard_engine_starts_total of each node's serving unit, as Prometheus has it now."""
+    result = prometheus("/api/v1/query", query="max by (node) (dgx_spark_guard_engine_starts_total)")["result"]
+    return {series["metric"]["node"]: float(series["value"][1]) for series in result}
+
+
+def journal_starts(node: str, since: int) -> int:
+    return int(node_host(node).check_output(
+        f"journalctl -u vllm-serve --since @{since} -o cat --no-pager | grep -c '^Started vllm-serve' || true"))
+
+
+def wait_for(what: str, predicate, deadline: float, since: int) -> float:
+    started = time.monotonic()
+    while not predicate():
+        if time.monotonic() - started > deadline:
+            raise AssertionError(f"{what}: not within {deadline} s\n"
+                                 + "\n".join(journal_since(n, ["vllm-serve", "vllm-serve-guard"], since)
+                                             for n in NODES))
+        time.sleep(2)
+    return time.monotonic() - started
+
+
+def test_a_killed_worker_engine_fires_serving_down_and_resolves_when_healed():
+    wait_for("a serving cluster, nothing firing", lambda: completes() and not firing(ALERT), 300, int(time.time()))
+    before = engine_starts()
+    assert set(before) == set(NODES), before
+    since = int(time.time())
+    try:
+        node_host("spark2").check_output("docker kill vllm-serve")
+        fired = wait_for(f"{ALERT} firing", lambda: bool(firing(ALERT)), FIRE_DEADLINE, since)
+        print(f"{ALERT} fired {fired:.0f} s after the worker's engine was killed: {firing(ALERT)[0]['labels']}")
+        resolved = wait_for(f"{ALERT} resolved", lambda: completes() and not firing(ALERT), RESOLVE_DEADLINE, since)
+        print(f"{ALERT} resolved {fired + resolved:.0f} s after the kill")
+    finally:
+        if not completes(timeout=30):
+            healed = run_playbook("playbooks/serve.yml")
+            assert healed.returncode == 0, failure(healed.stdout + healed.stderr)
+    # the guards write every loop and Prometheus scrapes every 10 s: the counters settle
+    time.sleep(30)
+    after = engine_starts()
+    journal = {node: journal_starts(node, since) for node in NODES}
+    print(f"engine starts: counter {before} -> {after}, journal since the kill {journal}")
+    assert journal["spark2"] >= 1, journal
+    for node in NODES:
+        assert after[node] - before[node] == journal[node], (node, before, after, journal)
