@@ -10,13 +10,17 @@ seconds after ``nft delete table`` and after ``flush ruleset``.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import stat
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
 from support.ansible_run import REPO, run_ansible_playbook, write_ansible_cfg
+from support.textfile import check_metrics, samples
 
 TABLE = "dgx_spark_vllm"
 FABRIC = {"spark1": "192.168.200.12", "spark2": "192.168.200.13"}
@@ -143,3 +147,43 @@ nft list tables
 kill $watchdog; wait $watchdog
 """
     assert in_namespace(script).splitlines() == [f"table inet {TABLE}"]
+
+
+def test_the_watchdog_writes_what_it_checked_for_prometheus(rules, tmp_path: Path) -> None:
+    """firewall.prom after each check: loaded, the restores since it started, the check's time; a
+    table it cannot load reads 0. Only the file itself is left in the folder, readable by all."""
+    metrics = tmp_path / "metrics"
+    metrics.mkdir()
+    prom = metrics / "firewall.prom"
+    script = f"""
+set -u
+nft -f {rules['spark1']}
+{WATCHDOG} inet {TABLE} {rules['spark1']} 60 {metrics} > /dev/null 2>&1 &
+watchdog=$!
+sleep 1
+cp {prom} {tmp_path}/started.prom
+nft delete table inet {TABLE}
+sleep 2
+cp {prom} {tmp_path}/restored.prom
+kill $watchdog; wait $watchdog
+nft delete table inet {TABLE}
+{WATCHDOG} inet {TABLE} {tmp_path}/missing.nft 60 {metrics} > /dev/null 2>&1 &
+watchdog=$!
+sleep 1
+cp {prom} {tmp_path}/unloadable.prom
+kill $watchdog; wait $watchdog
+"""
+    began = time.time()
+    in_namespace(script)
+    read = {}
+    for name in ["started", "restored", "unloadable"]:
+        text = (tmp_path / f"{name}.prom").read_text()
+        check_metrics(text)
+        read[name] = {series_name: value for (series_name, _labels), value in samples(text).items()}
+    loaded, restores = "dgx_spark_firewall_table_loaded", "dgx_spark_firewall_table_restores_total"
+    assert (read["started"][loaded], read["started"][restores]) == (1, 0)
+    assert (read["restored"][loaded], read["restored"][restores]) == (1, 1)
+    assert (read["unloadable"][loaded], read["unloadable"][restores]) == (0, 0)
+    assert began - 1 <= read["unloadable"]["dgx_spark_firewall_last_check_timestamp_seconds"] <= time.time() + 1
+    assert os.listdir(metrics) == ["firewall.prom"]
+    assert stat.S_IMODE(prom.stat().st_mode) == 0o644
