@@ -3,7 +3,7 @@ promtool's own parser and linter, and read back sample by sample for the tests' 
 from __future__ import annotations
 
 import re
-import subprocess
+from subprocess import run  # bound here: a test may replace subprocess.run for the code it tests
 
 from support.role_files import REPO
 
@@ -16,14 +16,14 @@ UNESCAPE = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
 
 def promtool() -> str:
     """tools/ensure-promtool's promtool: a test that cannot get it fails."""
-    found = subprocess.run([str(REPO / "tools/ensure-promtool")], capture_output=True, text=True, check=False)
+    found = run([str(REPO / "tools/ensure-promtool")], capture_output=True, text=True, check=False)
     assert found.returncode == 0, f"tools/ensure-promtool found no promtool: {found.stderr}"
     return found.stdout.strip()
 
 
 def check_metrics(text: str) -> None:
     """promtool check metrics: parses the text format and lints it (names, HELP, counters' _total)."""
-    result = subprocess.run([promtool(), "check", "metrics"], input=text, capture_output=True, text=True,
+    result = run([promtool(), "check", "metrics"], input=text, capture_output=True, text=True,
                             check=False)
     assert result.returncode == 0, f"promtool check metrics: {result.stdout}{result.stderr}\n{text}"
 

@@ -49,16 +49,13 @@ def value(found: dict[Any, float], name: str, **extra: str) -> float:
 def quiet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     """systemctl replaced (restarts recorded, all succeed) and the guard's state kept in tmp_path."""
     commands: list[list[str]] = []
-    run = subprocess.run
 
-    def systemctl(command: list[str], **options: Any) -> subprocess.CompletedProcess[str]:
-        if command[0] != "systemctl":
-            return run(command, **options)  # promtool
+    def systemctl(command: list[str], **_options: Any) -> subprocess.CompletedProcess[str]:
         commands.append(command)
         return subprocess.CompletedProcess(command, 0, "", "")
 
     monkeypatch.setattr(node, "STATE_DIR", str(tmp_path / "run"))
-    monkeypatch.setattr(sg.subprocess, "run", systemctl)
+    monkeypatch.setattr(sg.subprocess, "run", systemctl)  # support.textfile runs promtool with its own
     monkeypatch.setattr(sg, "notify", lambda _message: None)
     return commands
 
@@ -84,7 +81,7 @@ def test_a_head_guard_writes_its_checks_restarts_and_last_failure(
     assert value(found, "dgx_spark_guard_restarts_total") == 0
     assert value(found, "dgx_spark_guard_epoch_info", epoch="a" * 32) == 1
     assert 0 <= value(found, "dgx_spark_guard_probe_duration_seconds") < 5
-    assert not any(name == "dgx_spark_guard_last_failure_timestamp_seconds" for name, _ in found)
+    assert not any(name == "dgx_spark_guard_last_failure_timestamp_seconds" for name, _labels in found)
 
     for _step in range(2):
         sg.head_step(guard, "key", state)
@@ -111,7 +108,7 @@ def test_engine_starts_count_new_invocations_and_a_start_limit_shows(tmp_path: P
     assert value(found, "dgx_spark_guard_engine_starts_total", role="worker") == 2
     assert value(found, "dgx_spark_guard_start_limit_hit") == 1
     assert value(found, "dgx_spark_guard_last_failure_timestamp_seconds", reason="unit failed: exit-code") > 0
-    assert not any(name == "dgx_spark_guard_probe_duration_seconds" for name, _ in found)
+    assert not any(name == "dgx_spark_guard_probe_duration_seconds" for name, _labels in found)
 
     guard.observe({"ActiveState": "active", "Result": "success", "InvocationID": "C"})
     guard.write_metrics()
