@@ -23,8 +23,7 @@ def promtool() -> str:
 
 def check_metrics(text: str) -> None:
     """promtool check metrics: parses the text format and lints it (names, HELP, counters' _total)."""
-    result = run([promtool(), "check", "metrics"], input=text, capture_output=True, text=True,
-                            check=False)
+    result = run([promtool(), "check", "metrics"], input=text, capture_output=True, text=True, check=False)
     assert result.returncode == 0, f"promtool check metrics: {result.stdout}{result.stderr}\n{text}"
 
 
