@@ -187,3 +187,28 @@ kill $watchdog; wait $watchdog
     assert began - 1 <= read["unloadable"]["dgx_spark_firewall_last_check_timestamp_seconds"] <= time.time() + 1
     assert os.listdir(metrics) == ["firewall.prom"]
     assert stat.S_IMODE(prom.stat().st_mode) == 0o644
+
+
+@pytest.mark.parametrize("monitoring", [True, False])
+def test_the_watchdog_unit_passes_the_metrics_folder_only_with_monitoring(tmp_path: Path, monitoring: bool) -> None:
+    playbook = tmp_path / "unit.yml"
+    playbook.write_text(f"""\
+- hosts: localhost
+  gather_facts: false
+  vars_files: {json.dumps([str(REPO / f) for f in VARS_FILES])}
+  tasks:
+    - ansible.builtin.template:
+        src: {REPO / "roles/firewall/templates/firewall-watchdog.service.j2"}
+        dest: "{{{{ out }}}}"
+        mode: "0644"
+""")
+    out = tmp_path / "watchdog.service"
+    proc = run_ansible_playbook(playbook, ["localhost,"],
+                                extra_vars={"out": str(out), "monitoring_enabled": monitoring,
+                                            "dgx_spark_image": "example/vllm:1"},
+                                extra_args=["-c", "local"], config=write_ansible_cfg(tmp_path), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    exec_start = [line for line in out.read_text().splitlines() if line.startswith("ExecStart=")]
+    assert len(exec_start) == 1, exec_start
+    assert exec_start[0].split()[1:] == ["inet", TABLE, "/etc/dgx-spark-vllm/firewall.nft", "10"] + (
+        ["/var/lib/dgx-spark-vllm/metrics"] if monitoring else [])
