@@ -178,6 +178,7 @@ class Guard:
         self.failure = ""         # the last failure's short reason, and when
         self.failure_time = 0.0
         self.failed_invocation = ""
+        self.metrics_error = ""    # the last write's error, said once
 
     def say(self, status: str) -> None:
         print(status, flush=True)
@@ -253,8 +254,12 @@ class Guard:
         try:
             write_textfile(self.config.metrics_dir, f"{self.config.unit}-guard.prom",
                            render_metrics(self.metrics(time.time())))
+            self.metrics_error = ""
         except OSError as error:
-            print(f"metrics: {error}", flush=True)
+            kind = error.strerror or type(error).__name__  # not str(error): the temporary name varies
+            if kind != self.metrics_error:  # once, not at every check
+                print(f"metrics: {error}", flush=True)
+            self.metrics_error = kind
 
     def restart(self, reason: str) -> None:
         """Restart this node's unit through systemd (its start limit bounds how often)."""
