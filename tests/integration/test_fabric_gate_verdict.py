@@ -3,11 +3,13 @@ cluster: the example inventory's two Sparks run locally from their recorded fact
 with RDMA devices, and a stand-in ``docker`` runs the gate's own script (the source the task
 passes with ``python3 -c``) with only the measurement replaced: each rank's bus bandwidth and
 NCCL log are planted. A planted NET/Socket log on one node fails the run naming that node,
-whatever the figure; the same log on nodes without RDMA devices passes."""
+whatever the figure; the same log on nodes without RDMA devices passes. Each node records the
+gate's result for Prometheus (fabric-gate.prom in its metrics folder), a failed gate too."""
 from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,7 @@ import pytest
 from support.ansible_run import flat_output
 from support.example_inventory import HOSTS, run_locally
 from support.facts import load_facts
+from support.textfile import check_metrics, samples
 
 RING = "ring spark1 (192.168.200.12) <-> spark2 (192.168.200.13)"
 IB_LOG = "spark1:40:40 [0] NCCL INFO NET/IB : Using [0]rocep1s0f0:1/RoCE [1]roceP2p1s0f0:1/RoCE\n" \
@@ -68,9 +71,21 @@ def run_gate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, plan: dict[str, di
     (tmp_path / "gate.yml").write_text(PLAYBOOK)
     monkeypatch.setenv("PATH", f"{bin_dir}:{Path(sys.executable).parent}:/usr/bin:/bin")
     monkeypatch.setenv("FAKE_GATE_PLAN", str(tmp_path / "plan.json"))
+    # Each node's own metrics folder (both run on this machine), made by the fabric's layer before.
+    host_vars = {host: {**host_vars.get(host, {}), "dgx_spark_metrics_dir": str(tmp_path / "metrics" / host)}
+                 for host in HOSTS}
+    for host in HOSTS:
+        (tmp_path / "metrics" / host).mkdir(parents=True, mode=0o755)
     proc = run_locally(tmp_path, tmp_path / "gate.yml", {host: load_facts(host) for host in HOSTS},
                        host_vars=host_vars, extra={"dgx_spark_node_has_gpu": True})
     return proc.returncode, flat_output(proc)
+
+
+def gate_metrics(tmp_path: Path, host: str) -> dict[str, float]:
+    """The gate's result as the node exporter would read it from HOST's metrics folder."""
+    text = (tmp_path / "metrics" / host / "fabric-gate.prom").read_text()
+    check_metrics(text)
+    return {name: value for (name, _labels), value in samples(text).items()}
 
 
 def test_a_planted_net_socket_log_on_a_node_with_rdma_fails_the_gate_naming_it(
@@ -85,6 +100,11 @@ def test_a_planted_net_socket_log_on_a_node_with_rdma_fails_the_gate_naming_it(
     assert f"spark2: all_gather bus bandwidth over {RING}: 25.00 GB/s (nccl, NCCL over NET/Socket): NCCL used " \
            "NET/Socket on a node with RDMA devices, not RDMA." in fatal
     assert "changed=0" in output
+    for host in HOSTS:  # recorded before the run stopped: the ring failed, on every node
+        recorded = gate_metrics(tmp_path, host)
+        assert recorded["dgx_spark_fabric_gate_passed"] == 0
+        assert recorded["dgx_spark_fabric_gate_busbw_gbps"] == 25.0
+        assert recorded["dgx_spark_fabric_gate_min_busbw_gbps"] == 21.875
 
 
 def test_both_nodes_on_net_ib_above_the_two_node_figure_pass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -93,6 +113,9 @@ def test_both_nodes_on_net_ib_above_the_two_node_figure_pass(tmp_path: Path, mon
                           {"spark1": RDMA, "spark2": RDMA})
     assert rc == 0, output[-3000:]
     assert "22.50 GB/s (nccl, NCCL over NET/IB), at least 21.875 GB/s expected: pass" in output
+    recorded = gate_metrics(tmp_path, "spark2")
+    assert recorded["dgx_spark_fabric_gate_passed"] == 1 and recorded["dgx_spark_fabric_gate_busbw_gbps"] == 22.5
+    assert abs(recorded["dgx_spark_fabric_gate_timestamp_seconds"] - time.time()) < 600
 
 
 def test_below_the_two_node_figure_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

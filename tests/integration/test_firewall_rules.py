@@ -10,13 +10,17 @@ seconds after ``nft delete table`` and after ``flush ruleset``.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import stat
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
 from support.ansible_run import REPO, run_ansible_playbook, write_ansible_cfg
+from support.textfile import check_metrics, samples
 
 TABLE = "dgx_spark_vllm"
 FABRIC = {"spark1": "192.168.200.12", "spark2": "192.168.200.13"}
@@ -143,3 +147,68 @@ nft list tables
 kill $watchdog; wait $watchdog
 """
     assert in_namespace(script).splitlines() == [f"table inet {TABLE}"]
+
+
+def test_the_watchdog_writes_what_it_checked_for_prometheus(rules, tmp_path: Path) -> None:
+    """firewall.prom after each check: loaded, the restores since it started, the check's time; a
+    table it cannot load reads 0. Only the file itself is left in the folder, readable by all."""
+    metrics = tmp_path / "metrics"
+    metrics.mkdir()
+    prom = metrics / "firewall.prom"
+    script = f"""
+set -u
+nft -f {rules['spark1']}
+{WATCHDOG} inet {TABLE} {rules['spark1']} 60 {metrics} > /dev/null 2>&1 &
+watchdog=$!
+sleep 1
+cp {prom} {tmp_path}/started.prom
+nft delete table inet {TABLE}
+sleep 2
+cp {prom} {tmp_path}/restored.prom
+kill $watchdog; wait $watchdog
+nft delete table inet {TABLE}
+{WATCHDOG} inet {TABLE} {tmp_path}/missing.nft 60 {metrics} > /dev/null 2>&1 &
+watchdog=$!
+sleep 1
+cp {prom} {tmp_path}/unloadable.prom
+kill $watchdog; wait $watchdog
+"""
+    began = time.time()
+    in_namespace(script)
+    read = {}
+    for name in ["started", "restored", "unloadable"]:
+        text = (tmp_path / f"{name}.prom").read_text()
+        check_metrics(text)
+        read[name] = {series_name: value for (series_name, _labels), value in samples(text).items()}
+    loaded, restores = "dgx_spark_firewall_table_loaded", "dgx_spark_firewall_table_restores_total"
+    assert (read["started"][loaded], read["started"][restores]) == (1, 0)
+    assert (read["restored"][loaded], read["restored"][restores]) == (1, 1)
+    assert (read["unloadable"][loaded], read["unloadable"][restores]) == (0, 0)
+    assert began - 1 <= read["unloadable"]["dgx_spark_firewall_last_check_timestamp_seconds"] <= time.time() + 1
+    assert os.listdir(metrics) == ["firewall.prom"]
+    assert stat.S_IMODE(prom.stat().st_mode) == 0o644
+
+
+@pytest.mark.parametrize("monitoring", [True, False])
+def test_the_watchdog_unit_passes_the_metrics_folder_only_with_monitoring(tmp_path: Path, monitoring: bool) -> None:
+    playbook = tmp_path / "unit.yml"
+    playbook.write_text(f"""\
+- hosts: localhost
+  gather_facts: false
+  vars_files: {json.dumps([str(REPO / f) for f in VARS_FILES])}
+  tasks:
+    - ansible.builtin.template:
+        src: {REPO / "roles/firewall/templates/firewall-watchdog.service.j2"}
+        dest: "{{{{ out }}}}"
+        mode: "0644"
+""")
+    out = tmp_path / "watchdog.service"
+    proc = run_ansible_playbook(playbook, ["localhost,"],
+                                extra_vars={"out": str(out), "monitoring_enabled": monitoring,
+                                            "dgx_spark_image": "example/vllm:1"},
+                                extra_args=["-c", "local"], config=write_ansible_cfg(tmp_path), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    exec_start = [line for line in out.read_text().splitlines() if line.startswith("ExecStart=")]
+    assert len(exec_start) == 1, exec_start
+    assert exec_start[0].split()[1:] == ["inet", TABLE, "/etc/dgx-spark-vllm/firewall.nft", "10"] + (
+        ["/var/lib/dgx-spark-vllm/metrics"] if monitoring else [])

@@ -131,6 +131,7 @@ def test_each_group_head_serves_its_api_on_its_fabric_address_with_the_key(repli
     assert any(arg.endswith(":/run/secrets/dgx-spark-vllm.env:ro") for arg in argv), argv
     guard = json.loads(replicas[f"{host}-guard.json"])
     assert guard["role"] == "head" and guard["api_url"] == f"http://{FABRIC[host]}:8001"
+    assert guard["metrics_dir"] == "/var/lib/dgx-spark-vllm/metrics"  # its textfile for the node exporter
     assert guard["epoch_bind"] == FABRIC[host]
 
 

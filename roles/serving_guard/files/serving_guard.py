@@ -25,6 +25,9 @@ and the unit's ExecStartPre (serving_node.py backoff) spaces systemd's own
 restarts exponentially. When the limit is hit the unit stays failed, the guard
 says why in its status, and no one restarts it until an operator or a run does.
 
+What it saw goes to Prometheus too: every check rewrites METRICS_DIR/<unit>-guard.prom
+(the node exporter's textfile collector reads it; its timestamp going stale means the guard died).
+
 Usage: serving_guard.py CONFIG.json (serving_node.py, the engine's helper, sits beside it).
 """
 from __future__ import annotations
@@ -33,18 +36,20 @@ import contextlib
 import hashlib
 import hmac
 import json
+import math
 import os
 import re
 import secrets
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.parse
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, HTTPServer
-from typing import Any
+from typing import Any, Literal
 
 import serving_node as node  # the engine's helper, installed beside this file
 
@@ -67,6 +72,7 @@ class Config:
     epoch_bind: str = ""      # head of an mp group: the fabric address to publish the epoch on
     epoch_url: str = ""       # worker: the head guard's /epoch
     port: int = 0
+    metrics_dir: str = ""     # the node exporter's textfile folder ('' writes no metrics)
 
 
 def notify(message: str) -> None:
@@ -93,8 +99,69 @@ def epoch_mac(secret: bytes, nonce: str, epoch: str) -> str:
     return hmac.new(secret, f"{nonce}\n{epoch}".encode(), hashlib.sha256).hexdigest()
 
 
+# ---- Prometheus' text format (the textfile collector's input) --------------
+
+@dataclass(frozen=True)
+class Metric:
+    """One metric family: its samples are (labels, value)."""
+
+    name: str
+    kind: Literal["gauge", "counter"]
+    help: str
+    samples: list[tuple[dict[str, str], float]] = field(default_factory=list)
+
+
+def escape_help(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("\n", "\\n")
+
+
+def escape_label(value: str) -> str:
+    return escape_help(value).replace('"', '\\"')
+
+
+def format_value(value: float) -> str:
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def render_metrics(metrics: list[Metric]) -> str:
+    """The text exposition format (version 0.0.4): HELP and TYPE, then one line per sample."""
+    lines: list[str] = []
+    for metric in metrics:
+        lines.append(f"# HELP {metric.name} {escape_help(metric.help)}")
+        lines.append(f"# TYPE {metric.name} {metric.kind}")
+        for labels, value in metric.samples:
+            pairs = ",".join(f'{key}="{escape_label(text)}"' for key, text in sorted(labels.items()))
+            lines.append(f"{metric.name}{{{pairs}}} {format_value(value)}" if pairs
+                         else f"{metric.name} {format_value(value)}")
+    return "\n".join(lines) + "\n"
+
+
+def write_textfile(directory: str, name: str, text: str) -> None:
+    """Replace DIRECTORY/NAME at once (a temporary file beside it, then a rename): the collector never
+    reads half a file. The temporary name does not end in .prom, so the collector skips it."""
+    handle, temporary = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, os.path.join(directory, name))
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(temporary)
+        raise
+
+
+def short_reason(reason: str) -> str:
+    """A reason's first clause (no counts of the moment, no epochs): a label value of few distinct values."""
+    return re.split(r" \(|;", reason, maxsplit=1)[0][:80]
+
+
 class Guard:
-    """What the guard did, for `systemctl status`, the journal and playbooks/status.yml."""
+    """What the guard did, for `systemctl status`, the journal, playbooks/status.yml and Prometheus."""
 
     def __init__(self, config: Config) -> None:
         self.config = config
@@ -103,6 +170,15 @@ class Guard:
         self.last_restart = 0.0
         self.gave_up = ""
         self.epoch = ""           # head: the epoch that last served; worker: the head epoch it belongs to
+        self.serving = False      # head: its last probe got a completion; worker: it belongs to the head's epoch
+        self.probe_seconds: float | None = None  # head: the last probe's latency
+        self.engine_starts = 0    # InvocationIDs of the unit seen, the first included
+        self.invocation = ""
+        self.start_limit_hit = False
+        self.failure = ""         # the last failure's short reason, and when
+        self.failure_time = 0.0
+        self.failed_invocation = ""
+        self.metrics_error = ""    # the last write's error, said once
 
     def say(self, status: str) -> None:
         print(status, flush=True)
@@ -122,10 +198,74 @@ class Guard:
             self.epoch = epoch
             self.save()
 
+    def note_failure(self, reason: str, when: float) -> None:
+        self.failure, self.failure_time = reason, when
+
+    def observe(self, props: dict[str, str]) -> None:
+        """The unit's state for the metrics: its starts (a new InvocationID each), a failed state."""
+        invocation, failed = props.get("InvocationID", ""), props.get("ActiveState") == "failed"
+        if invocation and invocation != self.invocation:
+            self.invocation = invocation
+            self.engine_starts += 1
+        self.start_limit_hit = failed and props.get("Result") == "start-limit-hit"
+        if failed and self.failed_invocation != invocation:
+            self.failed_invocation = invocation
+            self.note_failure(f"unit failed: {props.get('Result') or 'unknown'}", time.time())
+
+    def metrics(self, now: float) -> list[Metric]:
+        """This guard's families, each sample labelled with its unit and role."""
+        labels = {"unit": self.config.unit, "role": self.config.role}
+
+        def one(name: str, kind: Literal["gauge", "counter"], text: str, value: float,
+                **extra: str) -> Metric:
+            return Metric(name, kind, text, [({**labels, **extra}, value)])
+
+        families = [
+            one("dgx_spark_guard_last_update_timestamp_seconds", "gauge",
+                "Unix time of the guard's last check (stale: the guard is dead).", now),
+            one("dgx_spark_guard_serving", "gauge",
+                "1 when the head's last probe got a completion, or the worker's engine is up and belongs to the "
+                "head's current epoch.", float(self.serving)),
+            one("dgx_spark_guard_engine_starts_total", "counter",
+                "Starts of the serving unit the guard saw (new InvocationIDs, the first included).",
+                self.engine_starts),
+            one("dgx_spark_guard_restarts_total", "counter",
+                "Restarts of the serving unit the guard asked systemd for.", self.restarts),
+            one("dgx_spark_guard_start_limit_hit", "gauge",
+                "1 when the serving unit is failed with result start-limit-hit (no one restarts it).",
+                float(self.start_limit_hit)),
+            one("dgx_spark_guard_epoch_info", "gauge",
+                "The serving group's epoch (the head engine's InvocationID) this node belongs to ('' none).",
+                1, epoch=self.epoch),
+        ]
+        if self.failure:
+            families.append(one("dgx_spark_guard_last_failure_timestamp_seconds", "gauge",
+                                "Unix time of the last failure the guard saw, with its reason.",
+                                self.failure_time, reason=self.failure))
+        if self.config.role == "head" and self.probe_seconds is not None:
+            families.append(one("dgx_spark_guard_probe_duration_seconds", "gauge",
+                                "Seconds the head's last liveness completion took.", self.probe_seconds))
+        return families
+
+    def write_metrics(self) -> None:
+        """Replace this guard's textfile; a folder that cannot be written costs the metrics, not the guard."""
+        if not self.config.metrics_dir:
+            return
+        try:
+            write_textfile(self.config.metrics_dir, f"{self.config.unit}-guard.prom",
+                           render_metrics(self.metrics(time.time())))
+            self.metrics_error = ""
+        except OSError as error:
+            kind = error.strerror or type(error).__name__  # not str(error): the temporary name varies
+            if kind != self.metrics_error:  # once, not at every check
+                print(f"metrics: {error}", flush=True)
+            self.metrics_error = kind
+
     def restart(self, reason: str) -> None:
         """Restart this node's unit through systemd (its start limit bounds how often)."""
         self.restarts += 1
         self.last_reason, self.last_restart = reason, time.time()
+        self.note_failure(short_reason(reason), self.last_restart)
         self.say(f"restarting {self.config.unit}: {reason}")
         os.makedirs(node.STATE_DIR, exist_ok=True)
         with open(node.kill_flag(self.config.unit), "w", encoding="utf-8"):
@@ -188,11 +328,14 @@ def serve_epoch(config: Config, secret: bytes) -> HTTPServer:
 def head_step(guard: Guard, key: str, state: dict[str, Any]) -> None:
     config = guard.config
     active, invocation, age = unit_life(config.unit)
+    guard.serving = False
     if active != "active":
         state.update(failures=0)
         guard.note_epoch("")
         return
+    began = time.monotonic()
     ok, detail = node.completion(config.api_url, config.model, key, config.prompt, config.timeout, 1)
+    guard.probe_seconds, guard.serving = time.monotonic() - began, ok
     if ok:
         if state.get("served") != invocation:
             guard.say(f"{config.unit} serves (epoch {invocation[:8]})")
@@ -230,6 +373,7 @@ def read_epoch(url: str, secret: bytes) -> str | None:
 def worker_step(guard: Guard, state: dict[str, Any], secret: bytes) -> None:
     config = guard.config
     active, invocation, _age = unit_life(config.unit)
+    guard.serving = False
     if active != "active":
         state.update(joined=None, misses=0)
         guard.note_epoch("")
@@ -240,6 +384,7 @@ def worker_step(guard: Guard, state: dict[str, Any], secret: bytes) -> None:
         # This engine's life belongs to the first head epoch it sees.
         state.update(joined=(invocation, epoch) if epoch else None, misses=0)
         guard.note_epoch(epoch or "")
+        guard.serving = bool(epoch)
         return
     if epoch and epoch != joined[1]:
         guard.restart(f"the head's engine restarted (epoch {joined[1][:8]} -> {epoch[:8]}); this rank rejoins it")
@@ -247,6 +392,7 @@ def worker_step(guard: Guard, state: dict[str, Any], secret: bytes) -> None:
         return
     if epoch:
         state["misses"] = 0
+        guard.serving = True
         return
     # The head's engine is down, or the fabric or its node is: a new rank could join nothing now (and
     # restarting during a fabric cut only costs a weight load). The head's next engine is a new
@@ -278,6 +424,8 @@ def main(args: list[str]) -> int:
             head_step(guard, key, state)
         else:
             worker_step(guard, state, secret)
+        guard.observe(node.unit_show(config.unit, "ActiveState", "Result", "InvocationID"))
+        guard.write_metrics()
         time.sleep(config.interval)
 
 
