@@ -44,7 +44,7 @@ def load() -> Iterator[list[int]]:
                 statuses.append(0)
                 time.sleep(1)
 
-    threads = [threading.Thread(target=client, daemon=True) for _ in range(CLIENTS)]
+    threads = [threading.Thread(target=client, daemon=True) for _number in range(CLIENTS)]
     for thread in threads:
         thread.start()
     time.sleep(WARM_UP_S)

@@ -9,8 +9,11 @@ from typing import Any
 import pytest
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.dgx_spark.vllm.plugins.filter.live_status import (live_status, live_status_lines,
-                                                                            live_status_queries)
+from ansible_collections.dgx_spark.vllm.plugins.filter.live_status import (
+    live_status,
+    live_status_lines,
+    live_status_queries,
+)
 
 GROUPS = [{"name": "a", "head": "spark1"}, {"name": "b", "head": "spark3"}]
 URL = "http://127.0.0.1:9090"
