@@ -155,15 +155,33 @@ def parse_result(concurrency: int, text: str) -> Row:
         raise ValueError(f"concurrency {concurrency}: not a vllm bench serve result ({error})") from error
 
 
+def first_error(text: str) -> str:
+    """The first failed request's error as the result saved it (with bench_serve.py: the server's own text)."""
+    errors = [str(e).strip() for e in json.loads(text).get("errors", []) or [] if e and str(e).strip()]
+    return errors[0][:600] if errors else ""
+
+
 def check_row(row: Row, text: str) -> Row:
-    """A run in which no request succeeded measured nothing: ValueError with vLLM's first error."""
+    """A run in which no request succeeded measured nothing: ValueError with the first request's error."""
     if row.completed > 0:
         return row
-    errors = [e for e in json.loads(text).get("errors", []) if e]
-    first = f": {str(errors[0])[:300]}" if errors else ""
-    raise ValueError(f"concurrency {row.concurrency}: none of the {row.num_prompts} requests succeeded{first}. "
-                     "Is serving up (playbooks/serve.yml), the API key in the head's secrets file, the model name "
-                     "the served one?")
+    error = first_error(text)
+    if error:
+        raise ValueError(f"concurrency {row.concurrency}: none of the {row.num_prompts} requests succeeded; the first "
+                         f"failed with: {error}")
+    raise ValueError(f"concurrency {row.concurrency}: none of the {row.num_prompts} requests succeeded, and the result "
+                     "names no error. Is serving up (playbooks/serve.yml), the API key in the head's secrets file, the "
+                     "model name the served one?")
+
+
+def partial_failure(row: Row, text: str) -> str | None:
+    """A run in which some requests failed measured the others only: a warning with the first error."""
+    if row.num_prompts <= row.completed or row.completed == 0:
+        return None
+    error = first_error(text)
+    return (f"concurrency {row.concurrency}: {row.num_prompts - row.completed} of the {row.num_prompts} requests "
+            f"failed; its figures are those of the {row.completed} that succeeded"
+            + (f"; the first failed with: {error}" if error else ""))
 
 
 def format_table(rows: list[Row]) -> str:
@@ -248,6 +266,10 @@ def main() -> None:
         rows = [check_row(parse_result(int(i["concurrency"]), i["json"]), i["json"]) for i in module.params["results"]]
     except ValueError as error:
         module.fail_json(msg=str(error))
+    for item, row in zip(module.params["results"], rows):
+        warning = partial_failure(row, item["json"])
+        if warning:
+            module.warn(warning)
     if module.check_mode:
         module.exit_json(changed=True, table=format_table(rows), rows=[asdict(r) for r in rows], files=[], dest=dest)
     try:

@@ -1,6 +1,8 @@
 """playbooks/bench.yml against the serving cluster, with a tiny load: the raw JSON of each
 concurrency, the table and a real PNG on the controller, nothing changed on any node, and the
-API key in none of its output (run with -v, so every command line and result is shown)."""
+API key in none of its output (run with -v, so every command line and result is shown). Its
+lengths fit the served context unless set (then refused when they do not fit, before anything is
+sent), and a refused request shows the server's own words."""
 from __future__ import annotations
 
 import json
@@ -8,7 +10,8 @@ import re
 import struct
 from pathlib import Path
 
-from nodes import API_KEY, NODES, node_host
+from endpoint import call
+from nodes import API_KEY, MODEL, NODES, node_host
 from playbook_run import changed_per_node, failure, run_playbook
 
 CONCURRENCY = [1, 4]
@@ -64,3 +67,45 @@ def test_bench_saves_results_table_and_chart_and_changes_no_node(tmp_path):
     assert [int(row[0]) for row in rows] == CONCURRENCY
     assert "output tok/s" in output, "the table is printed"
     print(summary)
+
+
+def served_max_model_len() -> int:
+    status, body = call("/v1/models")
+    assert status == 200, body
+    return int(next(m for m in body["data"] if m["id"] == MODEL)["max_model_len"])
+
+
+def test_unset_lengths_fit_the_served_context(tmp_path):
+    out = tmp_path / "bench"
+    result = run_playbook("playbooks/bench.yml", "-e", json.dumps({"bench_num_prompts": 4, "bench_concurrency": [2],
+                                                                   "bench_output_dir": str(out)}))
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, failure(output)
+    data = json.loads(next(out.glob("*/*/*/concurrency-2.json")).read_text())
+    assert data["completed"] == 4, data.get("errors")
+    lengths = re.search(r"concurrency 2, (\d+) prompt \+ (\d+) answer tokens", output)
+    assert lengths, output[-3000:]
+    prompt, answer = int(lengths.group(1)), int(lengths.group(2))
+    assert prompt + answer <= served_max_model_len() and data["total_output_tokens"] == 4 * answer
+
+
+def test_set_lengths_that_do_not_fit_are_refused_before_any_request(tmp_path):
+    out = tmp_path / "bench"
+    result = run_playbook("playbooks/bench.yml", "-e", json.dumps({"bench_input_len": 100000, "bench_output_len": 16,
+                                                                   "bench_concurrency": [1],
+                                                                   "bench_output_dir": str(out)}))
+    flat = re.sub(r"\s+", " ", result.stdout + result.stderr)
+    assert result.returncode != 0
+    assert (f"bench_input_len=100000 + bench_output_len=16 = 100016 tokens, more than the served model's "
+            f"max_model_len {served_max_model_len()}") in flat, flat[-3000:]
+    assert "Run vllm bench serve at each concurrency" not in flat and not out.exists()
+
+
+def test_a_refused_request_shows_the_server_s_own_words(tmp_path):
+    """vLLM refuses a negative temperature (400); its client alone would record "Bad Request"."""
+    result = run_playbook("playbooks/bench.yml", "-e", json.dumps({
+        "bench_num_prompts": 2, "bench_input_len": 16, "bench_output_len": 4, "bench_concurrency": [1],
+        "bench_extra_args": ["--temperature", "-1"], "bench_output_dir": str(tmp_path / "bench")}))
+    flat = re.sub(r"\s+", " ", result.stdout + result.stderr)
+    assert result.returncode != 0
+    assert re.search(r"Bad Request: [^\"]*temperature", flat), flat[-3000:]

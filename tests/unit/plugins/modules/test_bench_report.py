@@ -14,6 +14,7 @@ from ansible_collections.dgx_spark.vllm.plugins.modules.bench_report import (
     check_row,
     format_table,
     parse_result,
+    partial_failure,
     percentile,
     write_report,
 )
@@ -56,6 +57,35 @@ def test_a_run_where_no_request_succeeded_is_refused() -> None:
     text = fixture("no-request-succeeded.json")
     with pytest.raises(ValueError, match="concurrency 1: none of the 4 requests succeeded.*API key"):
         check_row(parse_result(1, text), text)
+
+
+SERVER_TEXT = "Bad Request: This model's maximum context length is 256 tokens. However, your request has 1152 tokens."
+
+
+def with_errors(name: str, completed: int, errors: list[str]) -> str:
+    result = json.loads(fixture(name))
+    result.update(completed=completed, errors=errors)
+    return json.dumps(result)
+
+
+def test_a_run_where_no_request_succeeded_shows_the_first_error_and_no_guess() -> None:
+    text = with_errors("no-request-succeeded.json", 0, ["", SERVER_TEXT, "Bad Request"])
+    with pytest.raises(ValueError) as refused:
+        check_row(parse_result(1, text), text)
+    assert str(refused.value) == ("concurrency 1: none of the 4 requests succeeded; the first failed with: "
+                                  + SERVER_TEXT)
+
+
+def test_a_run_where_some_requests_failed_warns_with_the_first_error() -> None:
+    text = with_errors("concurrency-4.json", 6, ["", "", SERVER_TEXT])
+    row = check_row(parse_result(4, text), text)
+    assert partial_failure(row, text) == ("concurrency 4: 2 of the 8 requests failed; its figures are those of the 6 "
+                                          "that succeeded; the first failed with: " + SERVER_TEXT)
+
+
+def test_a_run_where_every_request_succeeded_warns_nothing() -> None:
+    text = fixture("concurrency-4.json")
+    assert partial_failure(parse_result(4, text), text) is None
 
 
 def test_table_is_aligned_one_line_per_concurrency_ascending() -> None:

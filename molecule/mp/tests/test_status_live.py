@@ -1,0 +1,1 @@
+../../shared/tests/test_status_live.py
