@@ -30,8 +30,9 @@ def test_every_layer_runs_through_without_failing(first_deploy: FirstDeploy) -> 
         assert recap(first_deploy.output, host)["failed"] == 0, first_deploy.output[-4000:]
         # An ignored failure would hide a real one, and marks other hosts failed (any_errors_fatal).
         assert recap(first_deploy.output, host)["ignored"] == 0, first_deploy.output[-4000:]
-    # The last play ran: serving's summary, or its steps, on the head.
+    # Serving's play ran, and the last one, the monitoring's.
     assert "PLAY [Serve | one vLLM endpoint for the cluster]" in first_deploy.output
+    assert "PLAY [Monitoring | a node exporter on every node, Prometheus on the head]" in first_deploy.output
 
 
 def test_it_says_what_it_would_change(first_deploy: FirstDeploy) -> None:

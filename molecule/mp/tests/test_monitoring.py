@@ -1,0 +1,1 @@
+../../shared/tests/test_monitoring.py

@@ -1,0 +1,1 @@
+../../shared/tests/test_dashboard_metrics.py
