@@ -125,8 +125,8 @@ def test_no_engine_reachable_is_a_503_with_retry_after():
     table of the test's own), /v1/ and /health answer 503 with Retry-After and an OpenAI-style
     error, not a refused connection or nginx's 502; after the fault, completions again."""
     head = node_host(HEAD)
-    fault = (f"table inet dgx_spark_test_no_engine {{ chain output {{ type filter hook output priority 0; "
-             f"tcp dport {ENGINE_PORT} reject with tcp reset; }} }}")
+    fault = (f"table inet dgx_spark_test_no_engine {{\n chain output {{\n type filter hook output priority 0;\n"
+             f" tcp dport {ENGINE_PORT} reject with tcp reset\n }}\n}}")
     try:
         head.check_output(f"nft -f - <<'EOF'\n{fault}\nEOF")
         for path, method in (("/v1/models", "GET"), ("/v1/completions", "POST"), ("/health", "GET")):
