@@ -83,8 +83,8 @@ def test_a_rollback_to_an_interface_the_node_no_longer_has_is_refused_and_change
         tmp_path: Path, env: str, named: str) -> None:
     rc, output = run(tmp_path, "rollback.yml", env)
     assert rc != 0, output
-    assert ("The new serving configuration did not come up on localhost (stage: timeout), and its last known "
-            "good configuration cannot serve either: ") in output, output
+    assert ("The new serving configuration did not come up on localhost (stage: timeout: no answer), and its "
+            "last known good configuration cannot serve either: ") in output, output
     assert named in output, output
     assert "Nothing was put back. Fix the fabric" in output and "and run site.yml" in output
     assert "Stop serving and the guards" not in output, "refused before anything was stopped"
