@@ -15,12 +15,16 @@ from pathlib import Path
 from types import MappingProxyType
 
 import pytest
+import yaml
 
 from support.ansible_run import REPO, flat_output, run_ansible_playbook, write_ansible_cfg
 
 IMAGE = "example/vllm-openai:test"
 # What `docker image inspect` reports of the official image: the serving command as ENTRYPOINT.
 VLLM_OPENAI_CONFIG: Mapping[str, object] = MappingProxyType({"Entrypoint": ["vllm", "serve"], "Cmd": None})
+# The role's default minimum, and what the test serving image's vLLM reports.
+MIN_VLLM = yaml.safe_load((REPO / "roles/docker_image/defaults/main.yml").read_text())["docker_image_vllm_min_version"]
+GOOD_VLLM = "0.32.0+cpu"
 FAKE_DOCKER = """\
 #!/bin/sh
 # docker image inspect IMAGE | docker run ... --entrypoint /bin/sh IMAGE -c SCRIPT NAME ARGS...
@@ -51,21 +55,35 @@ PLAY = """\
 """
 
 
+def python3_stand_in(modules: Mapping[str, str]) -> str:
+    """The image's python3: ``python3 -c PROGRAM`` prints what importing a module of ``modules`` gives, or fails.
+
+    vLLM's version goes to file descriptor 3 (as the task's program writes it), after a log line on stdout.
+    """
+    cases = "".join(f"  *'import {module}'*) echo '{answer}' ;;\n" if module != "vllm"
+                    else f"  *'import os, vllm'*) echo 'INFO platform=cpu'; printf '{answer}' >&3 ;;\n"
+                    for module, answer in modules.items())
+    return f'#!/bin/sh\ncase "$2" in\n{cases}  *) echo "ModuleNotFoundError" >&2; exit 1 ;;\nesac\n'
+
+
 def make_image(directory: Path, programs: list[str], config: Mapping[str, object] | None,
-               shell: bool = True, architecture: str = "amd64") -> None:
-    """A stand-in docker in ``directory`` whose image holds ``programs``; no image when config is None."""
+               shell: bool = True, architecture: str = "amd64", vllm_version: str | None = None) -> None:
+    """A stand-in docker in ``directory`` whose image holds ``programs``; no image when config is None.
+
+    huggingface_hub and vllm_version (importing vllm prints it) are what the image's python3 finds.
+    """
     directory.mkdir()
     docker = directory / "docker"
     docker.write_text(FAKE_DOCKER)
     docker.chmod(0o755)
     (directory / "image-bin").mkdir()
-    for program in programs:
-        if program == "huggingface_hub":  # a module of the image's python3, which then finds it
-            program, script = "python3", "#!/bin/sh\necho /opt/venv/site-packages/huggingface_hub/__init__.py\n"
-        else:
-            script = "#!/bin/sh\n"
+    modules = {"huggingface_hub as m": "/opt/venv/site-packages/huggingface_hub/__init__.py"} \
+        if "huggingface_hub" in programs else {}
+    if vllm_version is not None:
+        modules["vllm"] = vllm_version
+    for program in {("python3" if program == "huggingface_hub" else program) for program in programs}:
         path = directory / "image-bin" / program
-        path.write_text(script)
+        path.write_text(python3_stand_in(modules) if program == "python3" else "#!/bin/sh\n")
         path.chmod(0o755)
     if config is not None:
         (directory / "inspect.json").write_text(
@@ -77,15 +95,17 @@ def make_image(directory: Path, programs: list[str], config: Mapping[str, object
 def check(tmp_path: Path, programs: list[str], executor: str,
           config: Mapping[str, object] | None = VLLM_OPENAI_CONFIG,
           shell: bool = True, check_mode: bool = False, download: bool = False,
-          architecture: str = "amd64", node_architecture: str = "x86_64") -> tuple[int, str]:
+          architecture: str = "amd64", node_architecture: str = "x86_64",
+          vllm_version: str | None = GOOD_VLLM, min_version: str = MIN_VLLM) -> tuple[int, str]:
     """Run tasks/contents.yml against the made-up image (none when config is None); (rc, flat output)."""
-    make_image(tmp_path / "fake", programs, config, shell, architecture)
+    make_image(tmp_path / "fake", programs, config, shell, architecture, vllm_version)
     playbook = tmp_path / "check.yml"
     playbook.write_text(PLAY.format(image=IMAGE, tasks=REPO / "roles/docker_image/tasks/contents.yml"))
     proc = run_ansible_playbook(
         playbook, ["localhost,"],
         extra_vars={"fake_path": f"{tmp_path / 'fake'}{os.pathsep}{os.environ['PATH']}",
                     "dgx_spark_executor": executor, "docker_image_hub_download": download,
+                    "docker_image_vllm_min_version": min_version,
                     "ansible_python_interpreter": sys.executable, "ansible_architecture": node_architecture},
         extra_args=["-c", "local", *(["--check"] if check_mode else [])],
         config=write_ansible_cfg(tmp_path), cwd=tmp_path)
@@ -103,7 +123,9 @@ def test_an_image_without_ray_is_refused_for_the_ray_executor(tmp_path: Path) ->
     assert rc != 0, output
     assert (f'The image {IMAGE} on localhost (ENTRYPOINT ["vllm", "serve"], CMD null) has no ray on its PATH '
             "(dgx_spark_executor=ray runs `ray start`") in output, output
-    assert "Found: vllm at " in output and "or set dgx_spark_executor: mp in group_vars/sparks" in output
+    assert "Found: vllm at " in output
+    assert ("Fix: set dgx_spark_executor: mp in group_vars/sparks (vLLM's own multiprocessing executor needs no Ray), "
+            "or use an image with vLLM and Ray") in output, output
 
 
 def test_the_mp_executor_does_not_need_ray(tmp_path: Path) -> None:
@@ -158,3 +180,37 @@ def test_an_image_built_for_another_architecture_is_refused(
         assert (f"The image {IMAGE} is built for {image_architecture}, but localhost ({node_architecture}) "
                 "cannot run it natively") in output, output
         assert "set dgx_spark_image in group_vars/sparks" in output
+
+
+@pytest.mark.parametrize("found, refused", [
+    ("0.17.1", True),  # before --distributed-timeout-seconds
+    ("0.11.0", True),  # before the mp executor's --nnodes/--node-rank/--master-addr
+    (MIN_VLLM, False),
+    ("0.32.0+cpu", False),  # the CPU build's local part says how it was built, not which release
+    ("0.19.1+582e4e37.nv26.05", False),  # NVIDIA's images' local part
+    ("0.18.1rc2.dev5+g0123abc", False),  # a development build after the minimum's release
+    ("0.18.0rc2.dev5+g0123abc", True),  # a pre-release of the minimum may predate what it needs
+])
+def test_an_image_with_a_vllm_older_than_the_units_need_is_refused(tmp_path: Path, found: str, refused: bool) -> None:
+    rc, output = check(tmp_path, ["vllm", "python3"], "mp", vllm_version=found)
+    assert (rc != 0) == refused, output
+    if refused:
+        assert (f"The image {IMAGE} on localhost has vLLM {found}, but the units' command needs vLLM {MIN_VLLM} "
+                "or later (docker_image_vllm_min_version)") in output, output
+        assert f"Fix: use an image with vLLM {MIN_VLLM} or later" in output
+        assert ("a pre-release counts as older than its release" in output) == ("rc" in found)
+
+
+def test_an_unreadable_vllm_version_is_refused_saying_so(tmp_path: Path) -> None:
+    rc, output = check(tmp_path, ["vllm", "python3"], "mp", vllm_version=None)
+    assert rc != 0, output
+    assert "has vLLM (its version could not be read: python3 -c \"import vllm; print(vllm.__version__)\" failed)" \
+        in output, output
+    (tmp_path / "dev").mkdir()
+    rc, output = check(tmp_path / "dev", ["vllm", "python3"], "mp", vllm_version="dev")  # vLLM's own fallback
+    assert rc != 0 and "has vLLM dev, but the units' command needs" in output, output
+
+
+def test_an_empty_minimum_skips_the_version_check(tmp_path: Path) -> None:
+    rc, output = check(tmp_path, ["vllm", "python3"], "mp", vllm_version="0.9.0", min_version="")
+    assert rc == 0, output
