@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from support.ansible_run import REPO, flat_output, run_ansible_playbook, write_ansible_cfg
-from support.example_inventory import HOSTS, recap, run_preflight
+from support.ansible_run import (REPO, flat_output, run_ansible_playbook, write_ansible_cfg, write_fact_cache,
+                                 write_overlay_inventory)
+from support.example_inventory import HOSTS, VAULT, local_host_vars, recap, run_preflight
+from support.facts import load_facts
 
 GIB = 1024**3
 PLAY = """\
@@ -78,3 +80,21 @@ def test_a_utilization_that_starves_the_os_is_refused_naming_the_highest_that_fi
     assert (f"Host spark1: vLLM would take {0.99 * total:.1f} GiB (vllm_serve_gpu_memory_utilization 0.99 x "
             f"MemTotal {total:.1f} GiB), more than the {total - 8:.1f} GiB the node can give") in output
     assert "set vllm_serve_gpu_memory_utilization to at most" in output
+
+
+def test_a_recipes_declared_weights_reach_preflight_before_any_download(tmp_path: Path) -> None:
+    """inventories/recipes/qwen3.5-122b-fp8-tp2 layered over inventories/sparks, as its README
+    says: 116 GiB over tensor parallel 2 is 58.0 GiB per node, shown (this machine may be too small
+    to hold it: then refused with the same figure)."""
+    facts = {host: load_facts(host) for host in HOSTS}
+    cache = write_fact_cache(tmp_path / "facts", facts)
+    overlay = write_overlay_inventory(tmp_path / "overlay", local_host_vars(None, facts), None)
+    proc = run_ansible_playbook(REPO / "playbooks/preflight.yml",
+                                [REPO / "inventories/sparks", REPO / "inventories/recipes/qwen3.5-122b-fp8-tp2", overlay],
+                                extra_vars={"dgx_spark_gather_facts": False, **VAULT},
+                                config=write_ansible_cfg(tmp_path, fact_cache=cache), cwd=tmp_path)
+    output = flat_output(proc)
+    for host in HOSTS:
+        assert (f"{host}: weights 58.0 GiB per node (from vllm_serve_model_weights_gib)" in output
+                or f"Host {host}: the weights need 58.0 GiB per node" in output), output[-3000:]
+    assert "Unable to parse" not in output
