@@ -62,8 +62,8 @@ def test_on_a_gpu_node_the_estimate_is_shown(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("gpu, shown", [(True, "0.8"), (False, "null")])
-def test_the_default_utilization_is_0_8_on_a_gpu_node_and_vllms_own_elsewhere(tmp_path: Path, gpu: bool,
-                                                                               shown: str) -> None:
+def test_the_default_utilization_is_0_8_on_a_gpu_node_and_vllms_own_elsewhere(
+        tmp_path: Path, gpu: bool, shown: str) -> None:
     playbook = tmp_path / "default.yml"
     playbook.write_text(PLAY.format(defaults=REPO / "roles/vllm_serve/defaults/main.yml"))
     proc = run_ansible_playbook(playbook, ["localhost,"], extra_vars={"dgx_spark_node_has_gpu": gpu},
@@ -89,8 +89,8 @@ def test_a_recipes_declared_weights_reach_preflight_before_any_download(tmp_path
     facts = {host: load_facts(host) for host in HOSTS}
     cache = write_fact_cache(tmp_path / "facts", facts)
     overlay = write_overlay_inventory(tmp_path / "overlay", local_host_vars(None, facts), None)
-    proc = run_ansible_playbook(REPO / "playbooks/preflight.yml",
-                                [REPO / "inventories/sparks", REPO / "inventories/recipes/qwen3.5-122b-fp8-tp2", overlay],
+    recipe = REPO / "inventories/recipes/qwen3.5-122b-fp8-tp2"
+    proc = run_ansible_playbook(REPO / "playbooks/preflight.yml", [REPO / "inventories/sparks", recipe, overlay],
                                 extra_vars={"dgx_spark_gather_facts": False, **VAULT},
                                 config=write_ansible_cfg(tmp_path, fact_cache=cache), cwd=tmp_path)
     output = flat_output(proc)
