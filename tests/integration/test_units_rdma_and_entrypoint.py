@@ -146,3 +146,12 @@ def test_ray_and_serving_require_the_firewall(units: dict[str, str], unit: str) 
     lines = units[unit].splitlines()
     assert "Requires=dgx-spark-vllm-firewall.service" in lines
     assert "After=dgx-spark-vllm-firewall.service" in lines
+
+
+@pytest.mark.parametrize("host", HOSTS)
+def test_the_serving_container_leaves_the_reserve_to_the_os(units: dict[str, str], host: str) -> None:
+    """docker --memory: the node's MemTotal (this machine's: the nodes of this run are it) less
+    vllm_serve_memory_reserve_gib (8 GiB), so that a leaking engine cannot starve sshd."""
+    kib = int(next(line for line in open("/proc/meminfo") if line.startswith("MemTotal:")).split()[1])
+    options = docker_options(exec_start(units[f"{host}-serve"]))
+    assert has_sequence(options, ["--memory", f"{kib // 1024 - 8 * 1024}m"]), options
