@@ -36,7 +36,7 @@ def test_every_layer_runs_through_without_failing(first_deploy: FirstDeploy) -> 
 def test_each_replica_head_serves_its_api_on_its_fabric_address(first_deploy: FirstDeploy) -> None:
     for host in HOSTS:
         # the unit's diff: one line per option (`--host ADDR \`, then `+    --port 8001`)
-        assert re.search(rf"--host {re.escape(FABRIC[host])} \\\n\+\s+--port 8001\b", first_deploy.output), host
+        assert re.search(rf"--host {re.escape(FABRIC[host])} \\\s*\+\s+--port 8001\b", first_deploy.output), host
 
 
 def test_the_balancer_would_run_on_the_head_over_both_replicas(first_deploy: FirstDeploy) -> None:
