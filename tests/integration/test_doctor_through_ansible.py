@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 import tarfile
 from pathlib import Path
 
-from support.ansible_run import REPO, run_ansible_playbook, write_ansible_cfg
+from support.ansible_run import REPO, run_ansible_playbook, write_ansible_cfg, write_half_down_inventory
 
 KEY = "dgx-spark-test-key-5f1c9a"
 TOKEN = "0f3a9c1e77d24b6a8e5d0c3b9a1f2e4d"
@@ -24,17 +23,11 @@ def run_doctor(tmp_path: Path, env_text: str, *extra_args: str) -> tuple[str, in
     (config / "vllm-serve.secrets.env").write_text(f"VLLM_API_KEY='{KEY}'\n")
     (config / "ray-auth-token").write_text(f"{TOKEN}\n")
     (config / "vllm-serve.env").write_text(env_text)
-    inventory = {"sparks": {
-        "vars": {"vllm_serve_api_key": KEY, "docker_image_registry_password": REGISTRY_PASSWORD,
-                 "dgx_spark_ray_auth_token": TOKEN, "dgx_spark_image": "dgx-spark-vllm-test/absent:none"},
-        "children": {
-            "spark_head": {"hosts": {"spark1": {"ansible_connection": "local",
-                                                "ansible_python_interpreter": sys.executable}}},
-            "spark_workers": {"hosts": {"spark2": {"ansible_host": "127.0.0.1", "ansible_port": 1,
-                                                   "ansible_ssh_common_args": "-o ConnectTimeout=3"}}}}}}
-    (tmp_path / "hosts.yml").write_text(json.dumps(inventory))
+    hosts = write_half_down_inventory(tmp_path, {
+        "vllm_serve_api_key": KEY, "docker_image_registry_password": REGISTRY_PASSWORD,
+        "dgx_spark_ray_auth_token": TOKEN, "dgx_spark_image": "dgx-spark-vllm-test/absent:none"})
     archives = tmp_path / "archives"
-    proc = run_ansible_playbook(REPO / "playbooks/doctor.yml", [tmp_path / "hosts.yml"],
+    proc = run_ansible_playbook(REPO / "playbooks/doctor.yml", [hosts],
                                 config=write_ansible_cfg(tmp_path), cwd=tmp_path, timeout=240, extra_args=extra_args,
                                 # The node's config folder (a var of the base role: only -e is above it).
                                 extra_vars={"dgx_spark_config_dir": str(config), "doctor_archive_dir": str(archives),

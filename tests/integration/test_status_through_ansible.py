@@ -7,7 +7,6 @@ unknown format is refused before anything runs."""
 from __future__ import annotations
 
 import json
-import sys
 import threading
 import urllib.parse
 from collections.abc import Iterator
@@ -17,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from support.ansible_run import REPO, flat_output, run_ansible_playbook, write_ansible_cfg
+from support.ansible_run import REPO, flat_output, run_ansible_playbook, write_ansible_cfg, write_half_down_inventory
 
 
 def vector(*samples: tuple[dict[str, str], str]) -> dict[str, Any]:
@@ -81,16 +80,10 @@ def prometheus() -> Iterator[int]:
 
 
 def run_status(tmp_path: Path, port: int, *extra_args: str) -> tuple[str, int, str]:
-    inventory = {"sparks": {
-        "vars": {"vllm_serve_api_key": "dgx-spark-test-key", "dgx_spark_image": "dgx-spark-vllm-test/absent:none",
-                 "model_name": "dgx-spark-test/absent-model"},
-        "children": {
-            "spark_head": {"hosts": {"spark1": {"ansible_connection": "local",
-                                                "ansible_python_interpreter": sys.executable}}},
-            "spark_workers": {"hosts": {"spark2": {"ansible_host": "127.0.0.1", "ansible_port": 1,
-                                                   "ansible_ssh_common_args": "-o ConnectTimeout=3"}}}}}}
-    (tmp_path / "hosts.yml").write_text(json.dumps(inventory))
-    proc = run_ansible_playbook(REPO / "playbooks/status.yml", [tmp_path / "hosts.yml"],
+    hosts = write_half_down_inventory(tmp_path, {
+        "vllm_serve_api_key": "dgx-spark-test-key", "dgx_spark_image": "dgx-spark-vllm-test/absent:none",
+        "model_name": "dgx-spark-test/absent-model"})
+    proc = run_ansible_playbook(REPO / "playbooks/status.yml", [hosts],
                                 config=write_ansible_cfg(tmp_path), cwd=tmp_path, timeout=240,
                                 extra_args=extra_args, extra_vars={"dgx_spark_prometheus_port": port})
     return flat_output(proc), proc.returncode, proc.stdout

@@ -77,6 +77,22 @@ def write_overlay_inventory(directory: Path, host_vars: Mapping[str, HostVars],
     return directory
 
 
+def write_half_down_inventory(directory: Path, group_vars: Mapping[str, Any]) -> Path:
+    """Write a two-node inventory whose head, spark1, is this machine (a local connection) and whose
+    worker, spark2, does not answer (SSH to 127.0.0.1:1, given up after 3 s): the playbooks that
+    must work with nodes down (status, doctor). Returns the hosts.yml, the value for -i."""
+    inventory = {"sparks": {
+        "vars": dict(group_vars),
+        "children": {
+            "spark_head": {"hosts": {"spark1": {"ansible_connection": "local",
+                                                "ansible_python_interpreter": sys.executable}}},
+            "spark_workers": {"hosts": {"spark2": {"ansible_host": "127.0.0.1", "ansible_port": 1,
+                                                   "ansible_ssh_common_args": "-o ConnectTimeout=3"}}}}}}
+    hosts = directory / "hosts.yml"
+    hosts.write_text(json.dumps(inventory))
+    return hosts
+
+
 def write_fact_cache(directory: Path, facts_by_host: Mapping[str, Mapping[str, Any]]) -> Path:
     """Write a jsonfile fact cache holding each host's ``ansible_facts``.
 

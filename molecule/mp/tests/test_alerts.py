@@ -7,16 +7,13 @@ Prometheus is asked on the head (it answers loopback only), as status.yml does.
 """
 from __future__ import annotations
 
-import json
-import shlex
 import time
 
+import prometheus
 from endpoint import completes
-from nodes import HEAD, NODES, journal_since, node_host
+from nodes import NODES, journal_since, node_host, serving_starts_since
 from playbook_run import failure, run_playbook
-from settings import setting
 
-PROMETHEUS = f"http://127.0.0.1:{setting('dgx_spark_prometheus_port')}"
 ALERT = "DgxSparkServingDown"
 FIRE_DEADLINE = 90
 # The guard's heal (a group restart: 25-132 s on this machine, see test_self_healing.py), then the
@@ -24,29 +21,15 @@ FIRE_DEADLINE = 90
 RESOLVE_DEADLINE = 420
 
 
-def prometheus(path: str, **params: str) -> dict:
-    """One GET of Prometheus' HTTP API on the head; its `data`."""
-    encoded = " ".join(f"--data-urlencode {shlex.quote(f'{k}={v}')}" for k, v in params.items())
-    out = node_host(HEAD).check_output(f"curl -sfG --max-time 10 {encoded} {PROMETHEUS}{path}")
-    answer = json.loads(out)
-    assert answer["status"] == "success", answer
-    return answer["data"]
-
-
 def firing(alert: str) -> list[dict]:
-    return [a for a in prometheus("/api/v1/alerts")["alerts"] if a["labels"]["alertname"] == alert
+    return [a for a in prometheus.api("/api/v1/alerts")["alerts"] if a["labels"]["alertname"] == alert
             and a["state"] == "firing"]
 
 
 def engine_starts() -> dict[str, float]:
     """dgx_spark_guard_engine_starts_total of each node's serving unit, as Prometheus has it now."""
-    result = prometheus("/api/v1/query", query="max by (node) (dgx_spark_guard_engine_starts_total)")["result"]
+    result = prometheus.query("max by (node) (dgx_spark_guard_engine_starts_total)")
     return {series["metric"]["node"]: float(series["value"][1]) for series in result}
-
-
-def journal_starts(node: str, since: int) -> int:
-    return int(node_host(node).check_output(
-        f"journalctl -u vllm-serve --since @{since} -o cat --no-pager | grep -c '^Started vllm-serve' || true"))
 
 
 def wait_for(what: str, predicate, deadline: float, since: int) -> float:
@@ -89,7 +72,7 @@ def test_a_killed_worker_engine_fires_serving_down_and_resolves_when_healed():
     # the guards write every loop and Prometheus scrapes every 10 s: the counters settle
     time.sleep(30)
     after = engine_starts()
-    journal = {node: journal_starts(node, since) for node in NODES}
+    journal = {node: serving_starts_since(node, since) for node in NODES}
     print(f"engine starts: counter {before} -> {after}, journal since the kill {journal}")
     assert journal["spark2"] >= 1, journal
     for node in NODES:

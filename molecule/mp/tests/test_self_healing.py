@@ -25,7 +25,7 @@ import pytest
 import cluster_health
 from cluster_health import ClusterBroken
 from endpoint import completes, seconds_to_first_completion
-from nodes import FABRIC, HEAD, NODES, PREFIX, interface_of, journal_since, node_host
+from nodes import FABRIC, HEAD, NODES, PREFIX, interface_of, journal_since, node_host, serving_starts_since
 from playbook_run import changed_per_node, failure, run_playbook
 
 # Seconds to serving again. Counted from the fault, except after an outage that no software can
@@ -54,14 +54,6 @@ def docker(*args: str) -> None:
 
 def on(node: str, command: str) -> str:
     return node_host(node).check_output(command)
-
-
-def starts_since(node: str, since: int) -> int:
-    """Starts of the node's serving unit since `since` (int(time.time()): the nodes share this
-    machine's clock). Counted in the journal since then, never negative: a difference of two
-    totals went negative across a reboot (the node's journal starts afresh), under any bound."""
-    return int(on(node, f"journalctl -u vllm-serve --since @{since} -o cat --no-pager "
-                        "| grep -c '^Started vllm-serve' || true"))
 
 
 def unit_states(node: str) -> dict[str, str]:
@@ -177,7 +169,7 @@ def check_fault(name: str, fault: Callable[[], None], restore: Callable[[], None
     for node in NODES:
         no_leftovers(node)
         assert node_host(node).service("vllm-serve").is_running
-        started = starts_since(node, since)
+        started = serving_starts_since(node, since)
         assert started <= MAX_STARTS_PER_FAULT, f"{node}: {started} starts of vllm-serve for one fault"
 
 

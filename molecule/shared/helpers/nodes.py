@@ -133,3 +133,11 @@ def journal_since(name: str, units: list[str], since: int, pattern: str = "", li
     result = node_host(name).run(f"journalctl {units_args} --since @{since} -o short-precise --no-pager"
                                  f"{selected} | cut -c8-230 | tail -n {lines}")
     return f"--- {name}: {', '.join(units)}\n{result.stdout}{result.stderr}"
+
+
+def serving_starts_since(name: str, since: int) -> int:
+    """Starts of the node's serving unit since `since` (int(time.time()): the nodes share this
+    machine's clock). Counted in the journal since then, never negative: a difference of two
+    totals went negative across a reboot (the node's journal starts afresh), under any bound."""
+    return int(node_host(name).check_output(f"journalctl -u vllm-serve --since @{since} -o cat --no-pager "
+                                            "| grep -c '^Started vllm-serve' || true"))

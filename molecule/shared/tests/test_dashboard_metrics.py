@@ -6,15 +6,12 @@ ships (tests/support/promql_names.py); the unit tests check the same names again
 collection promises. Shared by the scenarios (each links this file into its tests/)."""
 from __future__ import annotations
 
-import json
 import time
 
-from nodes import HEAD, node_host
+import prometheus
+from nodes import HEAD
 from promql_names import used_metric_names
-from settings import setting
 
-PROMETHEUS_PORT: int = setting("dgx_spark_prometheus_port")
-NAMES = f"curl -sf --max-time 10 http://127.0.0.1:{PROMETHEUS_PORT}/api/v1/label/__name__/values"
 # Names that exist only after an event the scenario may not have had: each with that event.
 EXEMPT = {
     # The guard writes it at its first failure (a probe failing, a restart it asked for).
@@ -27,9 +24,7 @@ WAIT_S = 90
 
 def known_names() -> set[str]:
     """The metric names Prometheus on the head holds (loopback only: asked on the head)."""
-    answer = json.loads(node_host(HEAD).check_output(NAMES))
-    assert answer["status"] == "success", answer
-    return set(answer["data"])
+    return set(prometheus.api("/api/v1/label/__name__/values"))
 
 
 def test_every_metric_of_the_dashboard_and_the_rules_is_scraped() -> None:

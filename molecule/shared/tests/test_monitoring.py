@@ -6,19 +6,17 @@ Shared by the scenarios (each links this file into its tests/)."""
 from __future__ import annotations
 
 import json
-import shlex
 import time
 from typing import Any
 
 import pytest
 
 import outsider
+import prometheus
 from nodes import FABRIC, HEAD, HEAD_MANAGEMENT, MODEL, NODES, node_host
 from settings import setting
 
-PROMETHEUS_PORT: int = setting("dgx_spark_prometheus_port")
 EXPORTER_PORT: int = setting("dgx_spark_node_exporter_port")
-PROMETHEUS = f"http://127.0.0.1:{PROMETHEUS_PORT}"
 # The role's units (roles/monitoring/vars/main.yml).
 PROMETHEUS_UNIT = "dgx-spark-vllm-prometheus"
 EXPORTER_UNIT = "dgx-spark-vllm-node-exporter"
@@ -36,21 +34,8 @@ print(json.dumps({address: answers(address) for address in sys.argv[1:]}))
 """
 
 
-def prometheus_api(path: str, **params: str) -> Any:
-    """An answer of Prometheus' HTTP API, asked on the head (it listens on 127.0.0.1 only)."""
-    query = " ".join(f"--data-urlencode {shlex.quote(f'{key}={value}')}" for key, value in params.items())
-    command = f"curl -sf --max-time 10 -G {query} {shlex.quote(PROMETHEUS + path)}"
-    answer = json.loads(node_host(HEAD).check_output(command))
-    assert answer["status"] == "success", answer
-    return answer["data"]
-
-
 def active_targets() -> list[dict[str, Any]]:
-    return prometheus_api("/api/v1/targets", state="active")["activeTargets"]
-
-
-def query(expression: str) -> list[dict[str, Any]]:
-    return prometheus_api("/api/v1/query", query=expression)["result"]
+    return prometheus.api("/api/v1/targets", state="active")["activeTargets"]
 
 
 def summary(targets: list[dict[str, Any]]) -> list[str]:
@@ -75,14 +60,14 @@ def test_every_target_is_up_within_a_minute():
 
 @pytest.mark.parametrize("metric", ["vllm:num_requests_running", "vllm:kv_cache_usage_perc"])
 def test_a_query_returns_vllm_metrics_of_the_served_model(metric):
-    result = query(f'{metric}{{model_name="{MODEL}"}}')
+    result = prometheus.query(f'{metric}{{model_name="{MODEL}"}}')
     print(result)
     assert result, f"no {metric} of {MODEL} in Prometheus"
     assert all(sample["metric"]["job"] == "vllm" for sample in result)
 
 
 def test_a_query_returns_the_available_memory_of_every_node():
-    result = query("node_memory_MemAvailable_bytes")
+    result = prometheus.query("node_memory_MemAvailable_bytes")
     print({sample["metric"]["node"]: sample["value"][1] for sample in result})
     assert sorted(sample["metric"]["node"] for sample in result) == sorted(NODES)
     assert all(float(sample["value"][1]) > 0 for sample in result)
@@ -98,8 +83,8 @@ def stranger():
 def test_a_stranger_reaches_neither_prometheus_nor_an_exporter(stranger):
     """From the LAN (the head's management address) and from the fabric (an address that is not a
     node's): Prometheus answers loopback only, each exporter the nodes' fabric addresses only."""
-    addresses = [f"{HEAD_MANAGEMENT}:{PROMETHEUS_PORT}", f"{HEAD_MANAGEMENT}:{EXPORTER_PORT}"]
-    addresses += [f"{FABRIC[name]}:{port}" for name in NODES for port in (PROMETHEUS_PORT, EXPORTER_PORT)]
+    addresses = [f"{HEAD_MANAGEMENT}:{prometheus.PORT}", f"{HEAD_MANAGEMENT}:{EXPORTER_PORT}"]
+    addresses += [f"{FABRIC[name]}:{port}" for name in NODES for port in (prometheus.PORT, EXPORTER_PORT)]
     probed = outsider.python(PROBE, *addresses)
     assert probed.returncode == 0, probed.stderr
     answered = json.loads(probed.stdout.strip().splitlines()[-1])
