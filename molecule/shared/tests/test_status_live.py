@@ -55,8 +55,10 @@ def load() -> Iterator[list[int]]:
 
 
 def status_document(output: str) -> dict:
-    """The msg of the task "Status as JSON" in a json-callback run's output: exactly one."""
-    run = json.loads(output)
+    """The msg of the task "Status as JSON" in a json-callback run's output: exactly one. The json
+    callback's document comes first; a notification callback (molecule enables `timer`) may print
+    after it."""
+    run, _end = json.JSONDecoder().raw_decode(output.lstrip())
     documents = [host["msg"] for play in run["plays"] for task in play["tasks"]
                  if task["task"]["name"] == "Status as JSON" for host in task["hosts"].values() if "msg" in host]
     assert len(documents) == 1, f"{len(documents)} documents"
