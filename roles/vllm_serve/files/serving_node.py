@@ -18,6 +18,7 @@ Subcommands:
 """
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import re
@@ -235,6 +236,39 @@ def fabric_address(containers: list[str]) -> str:
     return ""
 
 
+def started_epoch(started_at: str) -> float:
+    """Docker's StartedAt (RFC 3339 with nanoseconds, UTC) as epoch seconds; 0 when unknown."""
+    match = re.match(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?Z$", started_at or "")
+    if not match:
+        return 0.0
+    whole = datetime.datetime.strptime(match.group(1), "%Y-%m-%dT%H:%M:%S").replace(tzinfo=datetime.timezone.utc)
+    return max(0.0, whole.timestamp() + float(f"0.{match.group(2) or 0}"))
+
+
+def unit_config_id(unit_text: str, label: str) -> str:
+    """The configuration id the unit file starts its container with (--label LABEL=ID)."""
+    match = re.search(rf"--label {re.escape(label)}=([0-9a-f]+)", unit_text)
+    return match.group(1) if match else ""
+
+
+def served_report(container: str, unit_file: str, label: str) -> dict[str, Any]:
+    """What the serving container runs: its `vllm serve` arguments, since when, and whether it
+    was started with the configuration its unit file gives now."""
+    found, error = docker_inspect("container", "inspect", container)
+    if not found:
+        return {"running": False, "detail": error}
+    # The unit runs /bin/sh -c LAUNCHER NAME vllm serve ...: the command is what follows NAME.
+    arguments = [str(a) for a in found.get("Args") or []]
+    try:
+        current = unit_config_id(Path(unit_file).read_text(encoding="utf-8"), label)
+    except OSError:
+        current = ""
+    running = str(((found.get("Config") or {}).get("Labels") or {}).get(label, ""))
+    return {"running": True, "started": started_epoch(str((found.get("State") or {}).get("StartedAt", ""))),
+            "command": arguments[3:] if arguments[:1] == ["-c"] else arguments,
+            "config": running, "config_current": bool(current) and running == current}
+
+
 def status(args: list[str]) -> int:
     with open(args[0], encoding="utf-8") if args[0] != "-" else sys.stdin as settings_file:
         settings = json.load(settings_file)
@@ -245,6 +279,8 @@ def status(args: list[str]) -> int:
         "model_present": os.path.isdir(settings["model_dir"]) if settings.get("model_dir") else None,
         "fabric_address": fabric_address(settings["units"]),
     }
+    if settings.get("serves"):
+        report["served"] = served_report(settings["serve_unit"], settings["unit_file"], settings["config_label"])
     if settings.get("api_url"):
         ok, detail = completion(settings["api_url"], settings["model"], api_key(settings["secrets"]),
                                 settings["prompt"], 30, 4)

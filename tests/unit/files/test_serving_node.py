@@ -18,3 +18,16 @@ def test_the_wait_shows_elapsed_time_stage_why_not_ready_and_the_latest_log_line
     assert node.progress_line(61.4, "models", "/v1/models: 404", "INFO loading weights") == \
         "61 s: models (/v1/models: 404) | INFO loading weights"
     assert node.progress_line(90, "ready", "ok", "INFO started") == "90 s: ready | INFO started"
+
+
+def test_dockers_start_time_reads_as_epoch_seconds() -> None:
+    assert node.started_epoch("2026-12-03T22:10:05.250000000Z") == pytest.approx(1796335805.25)
+    assert node.started_epoch("2026-12-03T22:10:05Z") == pytest.approx(1796335805.0)
+    assert node.started_epoch("0001-01-01T00:00:00Z") == 0.0
+    assert node.started_epoch("") == 0.0
+
+
+def test_the_unit_names_the_configuration_its_container_starts_with() -> None:
+    unit = "ExecStart=/usr/bin/docker run --rm --name vllm-serve \\\n    --label dgx-spark-vllm.config=0f3a9c12ab45cd67 \\\n"
+    assert node.unit_config_id(unit, "dgx-spark-vllm.config") == "0f3a9c12ab45cd67"
+    assert node.unit_config_id("ExecStart=/usr/bin/docker run --rm", "dgx-spark-vllm.config") == ""
