@@ -56,14 +56,14 @@ def fabric_run(directory: Path, device_of: dict[str, str]):
 def write_file(host, path: str, content: str) -> None:
     """content to path on the node, readable by root only (as netplan wants its files)."""
     encoded = base64.b64encode(content.encode()).decode()
-    host.run_test(f"echo {encoded} | base64 -d > {path} && chmod 600 {path}")
+    host.run_expect([0], f"echo {encoded} | base64 -d > {path} && chmod 600 {path}")
 
 
 @pytest.fixture(scope="module")
 def devices() -> Iterator[dict[str, str]]:
     """Each node's fabric interface now; /sys writable on the nodes meanwhile."""
     for name in NODES:
-        node_host(name).run_test("mount -o remount,rw /sys")
+        node_host(name).run_expect([0], "mount -o remount,rw /sys")
     try:
         yield {name: interface_of(node_host(name), FABRIC[name]) for name in NODES}
     finally:
@@ -108,7 +108,7 @@ def test_a_change_that_cuts_the_worker_off_reverts_there_on_its_own(devices: dic
     worker = node_host(WORKER)
     good = worker.file(NETPLAN_FILE).content_string
     assert good, f"no {NETPLAN_FILE} on {WORKER}: the good change above did not apply"
-    worker.run_test(f"ip link add {SPARE} type veth peer name {SPARE_PEER} && "
+    worker.run_expect([0], f"ip link add {SPARE} type veth peer name {SPARE_PEER} && "
                     f"ip link set {SPARE} up && ip link set {SPARE_PEER} up")
     try:
         started = time.monotonic()
