@@ -27,13 +27,29 @@ class LoadReport:
     seconds: float = 0.0
     # "<seconds into the load>s <status or error>: <detail>" of each failed request
     failures: list[str] = field(default_factory=list)
+    # when each failed request was sent (seconds into the load), and what kind of failure it was:
+    # "503 service_unavailable" (the front's own answer while no engine serves: Retry-After),
+    # another status, or "no answer"
+    failed_at: list[float] = field(default_factory=list)
+    failure_kinds: Counter = field(default_factory=Counter)
     # the served model each 200 named
     answered_by: Counter = field(default_factory=Counter)
+
+    def failing_seconds(self, interval: float) -> float:
+        """From the first failed request to the last, plus one request's interval: the gap
+        clients saw (0 when none failed)."""
+        return max(self.failed_at) - min(self.failed_at) + interval if self.failed_at else 0.0
 
     def describe(self) -> str:
         shown = "; ".join(self.failures[:10]) + (" ..." if len(self.failures) > 10 else "")
         return (f"{self.sent} sent in {self.seconds:.0f} s, {self.ok} ok, {self.failed} failed, "
                 f"slowest {self.max_latency:.1f} s{': ' + shown if shown else ''}")
+
+
+def failure_kind(status: int, body: dict) -> str:
+    """The status and the OpenAI-style error type of an answer ("503 service_unavailable")."""
+    error = body.get("error")
+    return f"{status} {error.get('type', '')}".strip() if isinstance(error, dict) else str(status)
 
 
 class SteadyLoad:
@@ -86,8 +102,9 @@ class SteadyLoad:
         try:
             status, body = call("/v1/completions", body=COMPLETION, timeout=self.request_timeout)
             reason = "" if status == 200 else f"{status}: {str(body)[:200]}"
+            kind = failure_kind(status, body)
         except (OSError, ValueError) as error:
-            status, body, reason = 0, {}, f"no answer: {error}"
+            status, body, reason, kind = 0, {}, f"no answer: {error}", "no answer"
         latency = time.monotonic() - sent
         with self._lock:
             report = self._report
@@ -96,6 +113,8 @@ class SteadyLoad:
             if reason:
                 report.failed += 1
                 report.failures.append(f"{sent - self._started:.1f}s {reason}")
+                report.failed_at.append(sent - self._started)
+                report.failure_kinds[kind] += 1
             else:
                 report.ok += 1
                 report.answered_by[body.get("model", "?")] += 1

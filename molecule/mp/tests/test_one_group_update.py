@@ -1,0 +1,72 @@
+"""One tensor-parallel group over both nodes (no replica to serve meanwhile): a flag change
+through serve.yml under a steady load (load.py, 2 requests/s) costs no more than the engine's
+own start. Everything that can happen while the old engine serves happens first (the image and
+weights checked, units rendered, vLLM's own check of the new command); the gap is only the
+restart, and clients see 503 with Retry-After from the front there, never a refused connection
+or another error.
+
+The floor, measured in the same test: both units restarted by hand to the first completion.
+The module leaves the inventory's own flags in place again at its end.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ansible_run import write_overlay_inventory
+from endpoint import assert_completes, seconds_to_first_completion
+from load import SteadyLoad
+from nodes import NODES, node_host
+from playbook_run import failure, run_playbook
+from settings import setting
+
+RATE = 2.0
+CHANGED_FLAGS = [*setting("vllm_serve_extra_args"), "--max-num-seqs", "8"]
+# The gap may exceed the engine's own start by this much (Ansible's turns between stop and start).
+GAP_OVER_FLOOR = 1.1
+
+
+def floor_seconds() -> float:
+    """Both serving units restarted at once by hand, to the first completion through the front."""
+    started = time.monotonic()
+    restarts = [threading.Thread(target=node_host(name).check_output, args=("systemctl restart vllm-serve",))
+                for name in NODES]
+    for restart in restarts:
+        restart.start()
+    for restart in restarts:
+        restart.join()
+    seconds = seconds_to_first_completion(started, deadline=300)
+    assert seconds is not None, "the units restarted by hand answered no completion within 300 s"
+    return seconds
+
+
+@pytest.fixture
+def inventory_flags_at_the_end() -> Iterator[None]:
+    yield
+    result = run_playbook("site.yml")
+    assert result.returncode == 0, failure(result.stdout + result.stderr)
+    assert_completes()
+
+
+def test_a_flag_change_costs_only_the_restart_and_clients_get_503_meanwhile(
+        tmp_path: Path, inventory_flags_at_the_end: None) -> None:
+    floor = floor_seconds()
+    overlay = write_overlay_inventory(tmp_path, {name: {"vllm_serve_extra_args": CHANGED_FLAGS} for name in NODES})
+    started = time.monotonic()
+    with SteadyLoad(rate=RATE) as load:
+        result = run_playbook("playbooks/serve.yml", inventories=(str(overlay),))
+        # Until it serves again through the front (the run waited for it already).
+        seconds_to_first_completion(time.monotonic(), deadline=60)
+    run_seconds = time.monotonic() - started
+    report = load.report()
+    gap = report.failing_seconds(1 / RATE)
+    print(f"one group, flag change under load: run {run_seconds:.0f} s, gap {gap:.1f} s, floor {floor:.1f} s "
+          f"(gap/floor {gap / floor:.2f}); load: {report.describe()}; failures: {dict(report.failure_kinds)}")
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, failure(output)
+    assert set(report.failure_kinds) <= {"503 service_unavailable"}, report.describe()
+    assert gap <= GAP_OVER_FLOOR * floor, f"gap {gap:.1f} s > {GAP_OVER_FLOOR} x floor {floor:.1f} s"
