@@ -109,7 +109,7 @@ def test_a_change_that_cuts_the_worker_off_reverts_there_on_its_own(devices: dic
     good = worker.file(NETPLAN_FILE).content_string
     assert good, f"no {NETPLAN_FILE} on {WORKER}: the good change above did not apply"
     worker.run_expect([0], f"ip link add {SPARE} type veth peer name {SPARE_PEER} && "
-                    f"ip link set {SPARE} up && ip link set {SPARE_PEER} up")
+                      f"ip link set {SPARE} up && ip link set {SPARE_PEER} up")
     try:
         started = time.monotonic()
         result = fabric_run(tmp_path, {**devices, WORKER: SPARE})
