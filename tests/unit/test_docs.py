@@ -177,6 +177,15 @@ def run_id(words: list[str]) -> str:
     return " ".join(words[1:4])
 
 
+# The README is the way in, not the manual: what does not fit goes to docs/ (issue 29).
+README_MAX_LINES = 350
+
+
+def test_the_readme_stays_short() -> None:
+    lines = len(README.read_text().splitlines())
+    assert lines <= README_MAX_LINES, f"README.md has {lines} lines (at most {README_MAX_LINES}): move detail to docs/"
+
+
 def test_the_operations_section_has_runs() -> None:
     # The section is found and read: without this, (a) would pass on nothing.
     assert len(RUNS) >= 8, RUNS
