@@ -25,6 +25,9 @@ and the unit's ExecStartPre (serving_node.py backoff) spaces systemd's own
 restarts exponentially. When the limit is hit the unit stays failed, the guard
 says why in its status, and no one restarts it until an operator or a run does.
 
+Over 400 lines on purpose: systemd runs this one file with the node's python3 (no package on the
+node), and the head's and the workers' halves of the epoch protocol must come from one copy.
+
 What it saw goes to Prometheus too: every check rewrites METRICS_DIR/<unit>-guard.prom
 (the node exporter's textfile collector reads it; its timestamp going stale means the guard died).
 
