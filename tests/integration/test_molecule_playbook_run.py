@@ -52,3 +52,13 @@ def test_overlay_wins_over_the_scenario_inventory(playbook_run: ModuleType, tmp_
     assert result.returncode == 0, result.stdout + result.stderr
     assert json.loads(out.read_text()) == {"marker": "from the overlay", "mode": "scenario"}
     assert "\x1b[" not in result.stdout  # no colour: the molecule tests match plain text
+
+
+def test_preflight_names_are_the_tasks_a_run_shows_never_a_blocks_own(playbook_run: ModuleType) -> None:
+    tasks = [{"name": "first"},
+             {"name": "a block", "block": [{"name": "inside"}, {"name": "nested", "block": [{"name": "deeper"}]}],
+              "rescue": [{"name": "rescued"}]}]
+    assert playbook_run.task_names(tasks) == ["first", "inside", "deeper", "rescued"]
+    # ib_network's preflight checks the node in a block (when it manages netplan): its tasks are counted.
+    names = playbook_run.preflight_task_names()["ib_network"]
+    assert "The node has netplan" in names and "Check the node before netplan is written there" not in names

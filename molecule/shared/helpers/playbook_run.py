@@ -61,14 +61,25 @@ def changed_roles(output: str) -> set[str]:
 NOT_DEPLOYED = {"bench"}  # playbooks/bench.yml
 
 
+def task_names(tasks: list[dict]) -> list[str]:
+    """The names a run shows for these tasks: a block's own name never shows, its tasks' do."""
+    names: list[str] = []
+    for task in tasks:
+        if "block" in task:
+            for section in ("block", "rescue", "always"):
+                names += task_names(task.get(section, []))
+        else:
+            names.append(task["name"])
+    return names
+
+
 def preflight_task_names() -> dict[str, list[str]]:
     """Each deployed role's preflight task names (its tasks/preflight.yml; the cluster's checks for
     dgx_spark)."""
-    names = {path.parts[-3]: [task["name"] for task in yaml.safe_load(path.read_text())]
+    names = {path.parts[-3]: task_names(yaml.safe_load(path.read_text()))
              for path in sorted((REPO / "roles").glob("*/tasks/preflight.yml"))
              if path.parts[-3] not in NOT_DEPLOYED}
-    names["dgx_spark"] = [task["name"] for task in
-                          yaml.safe_load((REPO / "roles/dgx_spark/tasks/inventory.yml").read_text())]
+    names["dgx_spark"] = task_names(yaml.safe_load((REPO / "roles/dgx_spark/tasks/inventory.yml").read_text()))
     return names
 
 
