@@ -10,9 +10,11 @@ The module leaves the inventory's own flags in place again at its end.
 """
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -28,6 +30,13 @@ RATE = 2.0
 CHANGED_FLAGS = [*setting("vllm_serve_extra_args"), "--max-num-seqs", "8"]
 # The gap may exceed the engine's own start by this much (Ansible's turns between stop and start).
 GAP_OVER_FLOOR = 1.1
+
+
+def head_engine_started_at() -> float:
+    """When the head's serving container started (Unix time): the restart's start, give or take its stop."""
+    started_at = node_host(NODES[0]).check_output("docker inspect --format '{{.State.StartedAt}}' vllm-serve")
+    # Docker gives nanoseconds; fromisoformat takes up to microseconds.
+    return datetime.fromisoformat(re.sub(r"(\.\d{6})\d*", r"\1", started_at)).timestamp()
 
 
 def floor_seconds() -> float:
@@ -56,7 +65,7 @@ def test_a_flag_change_costs_only_the_restart_and_clients_get_503_meanwhile(
         tmp_path: Path, inventory_flags_at_the_end: None) -> None:
     floor = floor_seconds()
     overlay = write_overlay_inventory(tmp_path, {name: {"vllm_serve_extra_args": CHANGED_FLAGS} for name in NODES})
-    started = time.monotonic()
+    started, started_wall = time.monotonic(), time.time()
     with SteadyLoad(rate=RATE) as load:
         result = run_playbook("playbooks/serve.yml", inventories=(str(overlay),))
         # Until it serves again through the front (the run waited for it already).
@@ -64,8 +73,10 @@ def test_a_flag_change_costs_only_the_restart_and_clients_get_503_meanwhile(
     run_seconds = time.monotonic() - started
     report = load.report()
     gap = report.failing_seconds(1 / RATE)
-    print(f"one group, flag change under load: run {run_seconds:.0f} s, gap {gap:.1f} s, floor {floor:.1f} s "
-          f"(gap/floor {gap / floor:.2f}); load: {report.describe()}; failures: {dict(report.failure_kinds)}")
+    restart_began = head_engine_started_at() - started_wall
+    print(f"one group, flag change under load: run {run_seconds:.0f} s, new head engine started "
+          f"{restart_began:.1f} s into it, gap {gap:.1f} s, floor {floor:.1f} s (gap/floor {gap / floor:.2f}, "
+          f"run/floor {run_seconds / floor:.2f}); load: {report.describe()}; failures: {dict(report.failure_kinds)}")
     output = result.stdout + result.stderr
     assert result.returncode == 0, failure(output)
     assert set(report.failure_kinds) <= {"503 service_unavailable"}, report.describe()
