@@ -113,8 +113,8 @@ def test_a_wrong_worker_vllm_host_ip_is_rolled_back_to_the_configuration_that_se
     assert result.returncode != 0, output[-5000:]
     assert seconds < 600, "the readiness wait and the rollback must end, not hang"
     assert "The new serving configuration did not come up on spark1" in output, failure(output)
-    assert "ROLLED BACK: the last known good configuration is back on every serving node and serves again" \
-        in output, failure(output)
+    assert "ROLLED BACK: the last known good configuration is back on every serving node of this group and " \
+        "serves again" in output, failure(output)
     assert re.search(r"journalctl -u vllm-serve on spark2", output)
     assert "Cannot assign requested address" in output
     assert API_KEY not in output and ROTATED_KEY not in output
