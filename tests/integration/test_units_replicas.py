@@ -225,3 +225,19 @@ def test_plain_http_only_when_asked(tmp_path_factory: pytest.TempPathFactory) ->
                 "dgx_spark_api_host": "::"}
     conf = render(tmp_path_factory.mktemp("plain"), settings)["spark1-endpoint.nginx.conf"]
     assert "listen [::]:8000 ipv6only=off;" in conf and "ssl" not in conf, conf
+
+
+def test_several_models_each_get_an_upstream_of_their_head_and_a_route(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    models = [{"name": "big", "model": "org/big", "nodes": ["spark1", "spark2"], "tensor_parallel_size": 2,
+               "gpu_memory_utilization": 0.6, "api_port": 8001, "master_port": 29501},
+              {"name": "small", "model": "org/small", "nodes": ["spark4", "spark3"], "gpu_memory_utilization": 0.3,
+               "api_port": 8002, "tensor_parallel_size": 2, "master_port": 29502}]
+    conf = render(tmp_path_factory.mktemp("models"), {"dgx_spark_executor": "mp", "dgx_spark_models": models,
+                                                      "vllm_serve_tensor_parallel_size": 4})["spark1-endpoint.nginx.conf"]
+    assert "load_module /usr/lib/nginx/modules/ngx_http_js_module.so;" in conf
+    assert """js_var $endpoint_routes '{"big": 0, "small": 1}';""" in conf, conf
+    upstreams = {block.split("{", 1)[0].strip(): block for block in conf.split("upstream ")[1:]}
+    assert f"server {FABRIC['spark1']}:8001 " in upstreams["model_0"]
+    assert f"server {FABRIC['spark4']}:8002 " in upstreams["model_1"]
+    assert "vllm_engines" not in conf
