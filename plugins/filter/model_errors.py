@@ -17,8 +17,8 @@ from typing import Any
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
 VARIABLE = "dgx_spark_models"
 WHERE = "in group_vars/sparks"
-KEYS = {"name", "model", "nodes", "head", "tensor_parallel_size", "pipeline_parallel_size",
-        "gpu_memory_utilization", "api_port", "master_port", "extra_args"}
+KEYS = {"name", "model", "src", "nodes", "head", "tensor_parallel_size", "pipeline_parallel_size",
+        "gpu_memory_utilization", "api_port", "master_port", "guard_port", "extra_args"}
 LOWEST_PORT, HIGHEST_PORT = 1024, 65535
 
 
@@ -92,8 +92,12 @@ class _Checker:
                 self.shares.setdefault(node, []).append((who, share))
         if head is not None:
             self._port(label, entry, head, "api_port")
+            self._port(label, entry, head, "guard_port")
             if len(nodes) > 1:
                 self._port(label, entry, head, "master_port")
+        if not isinstance(entry.get("src", ""), str):
+            self.errors.append(f"{label} src must be a directory on the controller (got {entry['src']!r}). "
+                               f"Fix it {WHERE}.")
         if "extra_args" in entry and (not _is_list(entry["extra_args"])
                                       or not all(isinstance(arg, str) for arg in entry["extra_args"])):
             self.errors.append(f"{label} extra_args must be a list of strings, one argument each "

@@ -1,9 +1,8 @@
 """Filter ``model_plan``: the models of ``dgx_spark_models`` as the roles use them.
 
 Preflight has checked the list (filter ``model_errors``); this fills in what an entry may leave
-out and what follows from it: the head (default the first node), the layout's defaults, the
-model's serving unit (``<serve_unit>-<name>``) and its engine as the endpoint reaches it (its
-head's fabric address and its ``api_port``). The rules are documented in ``model_plan.yml``.
+out and what follows from it: the head (default the first node), the layout's defaults and the
+model's engine as the endpoint reaches it (its head's fabric address and its ``api_port``). The rules are documented in ``model_plan.yml``.
 """
 
 from __future__ import annotations
@@ -17,13 +16,14 @@ def _engine(address: str, port: int) -> str:
     return f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
 
 
-def _entry(model: Mapping[str, Any], fabric: Mapping[str, str], serve_unit: str) -> dict[str, Any]:
+def _entry(model: Mapping[str, Any], fabric: Mapping[str, str]) -> dict[str, Any]:
     nodes = list(model["nodes"])
     head = str(model.get("head") or nodes[0])
     api_port = int(model["api_port"])
     return {
         "name": str(model["name"]),
         "model": str(model["model"]),
+        "src": str(model.get("src") or ""),
         "nodes": nodes,
         "head": head,
         "tensor_parallel_size": int(model.get("tensor_parallel_size", 1)),
@@ -31,17 +31,16 @@ def _entry(model: Mapping[str, Any], fabric: Mapping[str, str], serve_unit: str)
         "gpu_memory_utilization": float(model["gpu_memory_utilization"]),
         "api_port": api_port,
         "master_port": int(model["master_port"]) if model.get("master_port") not in (None, "") else None,
+        "guard_port": int(model["guard_port"]),
         "extra_args": [str(arg) for arg in model.get("extra_args") or []],
-        "unit": f"{serve_unit}-{model['name']}",
         "engines": [_engine(fabric[head], api_port)],
     }
 
 
-def model_plan(models: Sequence[Mapping[str, Any]] | None, fabric: Mapping[str, str],
-               serve_unit: str = "vllm-serve") -> list[dict[str, Any]]:
+def model_plan(models: Sequence[Mapping[str, Any]] | None, fabric: Mapping[str, str]) -> list[dict[str, Any]]:
     """Each model of ``models`` (checked by model_errors) completed: ``fabric`` maps each host to
-    its fabric address; ``serve_unit`` is the serving unit's name without models."""
-    return [_entry(model, fabric, serve_unit) for model in models or []]
+    its fabric address."""
+    return [_entry(model, fabric) for model in models or []]
 
 
 class FilterModule:

@@ -17,9 +17,9 @@ import pytest
 from support.example_inventory import run_preflight
 
 BIG = {"name": "big", "model": "org/big", "nodes": ["spark1", "spark2"], "tensor_parallel_size": 2,
-       "gpu_memory_utilization": 0.6, "api_port": 8001, "master_port": 29501}
+       "gpu_memory_utilization": 0.6, "api_port": 8001, "master_port": 29501, "guard_port": 29601}
 SMALL = {"name": "small", "model": "org/small", "nodes": ["spark2"], "gpu_memory_utilization": 0.25,
-         "api_port": 8002}
+         "api_port": 8002, "guard_port": 29602}
 
 
 def models(*entries: dict[str, Any]) -> dict[str, Any]:

@@ -230,9 +230,9 @@ def test_plain_http_only_when_asked(tmp_path_factory: pytest.TempPathFactory) ->
 def test_several_models_each_get_an_upstream_of_their_head_and_a_route(
         tmp_path_factory: pytest.TempPathFactory) -> None:
     models = [{"name": "big", "model": "org/big", "nodes": ["spark1", "spark2"], "tensor_parallel_size": 2,
-               "gpu_memory_utilization": 0.6, "api_port": 8001, "master_port": 29501},
+               "gpu_memory_utilization": 0.6, "api_port": 8001, "master_port": 29501, "guard_port": 29601},
               {"name": "small", "model": "org/small", "nodes": ["spark4", "spark3"], "gpu_memory_utilization": 0.3,
-               "api_port": 8002, "tensor_parallel_size": 2, "master_port": 29502}]
+               "api_port": 8002, "tensor_parallel_size": 2, "master_port": 29502, "guard_port": 29602}]
     conf = render(tmp_path_factory.mktemp("models"), {"dgx_spark_executor": "mp", "dgx_spark_models": models,
                                                       "vllm_serve_tensor_parallel_size": 4})["spark1-endpoint.nginx.conf"]
     assert "load_module /usr/lib/nginx/modules/ngx_http_js_module.so;" in conf

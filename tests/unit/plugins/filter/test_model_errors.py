@@ -14,9 +14,9 @@ RESERVED = {"dgx_spark_api_port": 8000, "dgx_spark_guard_port": 29596}
 # A big model over both nodes and a small one beside it on the second.
 BIG_AND_SMALL = [
     {"name": "big", "model": "org/big", "nodes": ["spark1", "spark2"], "tensor_parallel_size": 2,
-     "gpu_memory_utilization": 0.6, "api_port": 8001, "master_port": 29501},
+     "gpu_memory_utilization": 0.6, "api_port": 8001, "master_port": 29501, "guard_port": 29601},
     {"name": "small", "model": "/var/lib/dgx-spark-vllm/models/small", "nodes": ["spark2"],
-     "gpu_memory_utilization": 0.25, "api_port": 8002, "extra_args": ["--max-num-seqs", "8"]},
+     "gpu_memory_utilization": 0.25, "api_port": 8002, "guard_port": 29602, "extra_args": ["--max-num-seqs", "8"]},
 ]
 
 
@@ -124,3 +124,9 @@ def test_a_model_needs_weights() -> None:
 
 def test_extra_args_must_be_a_list_of_strings() -> None:
     only_error(changed(1, extra_args="--max-num-seqs 8"), "'small' extra_args must be a list of strings")
+
+
+def test_every_model_needs_a_guard_port_on_its_head() -> None:
+    models = changed(1)
+    del models[1]["guard_port"]
+    only_error(models, "'small' needs guard_port", "spark2")
