@@ -19,7 +19,8 @@ VARIABLE = "dgx_spark_models"
 WHERE = "in group_vars/sparks"
 KEYS = {"name", "model", "src", "nodes", "head", "tensor_parallel_size", "pipeline_parallel_size",
         "gpu_memory_utilization", "api_port", "master_port", "guard_port", "extra_args"}
-LOWEST_PORT, HIGHEST_PORT = 1024, 65535
+LOWEST_PORT = 1024
+HIGHEST_PORT = 65535
 
 
 def _is_list(value: Any) -> bool:
