@@ -118,7 +118,8 @@ def check_mode_first_deploy(tmp: Path, extra_vars: dict[str, object], extra_args
         env.setenv("PATH", f"{fake_bin}{os.pathsep}{os.environ['PATH']}")
         proc = run_locally(tmp, REPO / "site.yml", {host: load_facts(host) for host in HOSTS},
                            host_vars={host: {"dgx_spark_data_dir": str(path)} for host, path in data_dirs.items()},
-                           extra={"ib_network_verify": False, **extra_vars}, extra_args=["--check", "--diff", *extra_args],
+                           extra={"ib_network_verify": False, **extra_vars},
+                           extra_args=["--check", "--diff", *extra_args],
                            timeout=600)
         requests = engine.requests
     # The whole run, for whoever reads a failure (assertions show its tail).
