@@ -47,6 +47,10 @@ def test_api_key_appears_in_no_unit_process_list_journal_or_docker_inspect(host)
     if node(host) == HEAD:
         # ...but it is in the root-only secrets file the API server's shell sources.
         assert host.run("grep -c %s /etc/dgx-spark-vllm/vllm-serve.secrets.env", API_KEY).stdout.strip() == "1"
+        # ...and in the one clients on the head send (the endpoint's probe, status, the benchmark).
+        client = host.file("/etc/dgx-spark-vllm/vllm-serve-endpoint.client.secrets.env")
+        assert (client.user, client.group, client.mode) == ("root", "root", 0o600)
+        assert host.run("grep -c %s %s", API_KEY, client.path).stdout.strip() == "1"
     else:
         # A headless worker serves no API: it holds no key.
         assert not host.file("/etc/dgx-spark-vllm/vllm-serve.secrets.env").exists

@@ -53,10 +53,12 @@ def failure_kind(status: int, body: dict) -> str:
 
 
 class SteadyLoad:
-    """Completions at `rate` per second until stopped, `max_requests` sent or `max_seconds` passed."""
+    """Completions at `rate` per second until stopped, `max_requests` sent or `max_seconds` passed;
+    each asks for `completion` (default: the inventory's model)."""
 
     def __init__(self, rate: float = 2.0, max_requests: int = 3000, max_seconds: float = 1800,
-                 request_timeout: float = 120) -> None:
+                 request_timeout: float = 120, completion: dict | None = None) -> None:
+        self.completion = completion or COMPLETION
         self.interval = 1.0 / rate
         self.max_requests = max_requests
         self.max_seconds = max_seconds
@@ -100,7 +102,7 @@ class SteadyLoad:
     def _one(self) -> None:
         sent = time.monotonic()
         try:
-            status, body = call("/v1/completions", body=COMPLETION, timeout=self.request_timeout)
+            status, body = call("/v1/completions", body=self.completion, timeout=self.request_timeout)
             reason = "" if status == 200 else f"{status}: {str(body)[:200]}"
             kind = failure_kind(status, body)
         except (OSError, ValueError) as error:

@@ -1,0 +1,257 @@
+"""Several models behind the one endpoint (dgx_spark_models): two models, one per node (alpha on
+spark1, beta on spark2), each its own vLLM launch under its own units and ports, and the front on
+the head routing a request by the model it names.
+
+- Each model answers completions through the one endpoint; /v1/models lists both; a name no model
+  has gets the OpenAI-style 404.
+- alpha's engine killed: alpha's requests get 503 with Retry-After until its guard has it serving
+  again; beta's requests under a steady load all succeed meanwhile.
+- A third model (gamma, beside alpha on spark1) added, then removed, under load on the other two:
+  their engines are never restarted and none of their requests fails; after the removal nothing of
+  gamma remains (units, files, container, firewall ports, route).
+- What the router costs: the same requests through the front and straight to alpha's engine, from
+  the head, interleaved.
+
+The module converges the cluster to the two models first and back to the inventory's own layout
+(one model, tensor parallel 2 over both nodes) at the end. Every model serves the inventory's tiny
+model under its own name.
+"""
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ansible_run import write_overlay_inventory
+from endpoint import assert_completes, call
+from load import SteadyLoad
+from nodes import API, FABRIC, HEAD, NODES, endpoint_tls, node_host
+from playbook_run import failure, run_playbook
+from settings import setting
+
+SERVE_UNIT = "vllm-serve"
+ENGINE_ARGS = setting("vllm_serve_extra_args")
+
+
+def model(name: str, node: str, api_port: int, guard_port: int) -> dict[str, Any]:
+    """One entry of dgx_spark_models: the inventory's tiny model (copied from the controller as the
+    scenario's model_src), served as `name` on `node` alone."""
+    return {"name": name, "model": setting("model_name"), "src": "{{ model_src }}", "nodes": [node],
+            "gpu_memory_utilization": 0.4, "api_port": api_port, "guard_port": guard_port,
+            "extra_args": ENGINE_ARGS}
+
+
+ALPHA = model("alpha", NODES[0], 8101, 29611)
+BETA = model("beta", NODES[1], 8102, 29612)
+# Ports apart from the others': nft merges neighbouring ports of its set into one range.
+GAMMA = model("gamma", NODES[0], 8110, 29620)
+HEAL_DEADLINE = 300
+RATE = 2.0
+
+
+def unit(entry: dict[str, Any]) -> str:
+    return f"{SERVE_UNIT}-{entry['name']}"
+
+
+def completion(entry: dict[str, Any], max_tokens: int = 8) -> dict[str, Any]:
+    return {"model": entry["name"], "prompt": "The cluster", "max_tokens": max_tokens, "temperature": 0}
+
+
+def with_models(directory: Path, models: list[dict[str, Any]]) -> tuple[str, ...]:
+    """These models over the molecule inventory, for every node."""
+    return (str(write_overlay_inventory(directory, {name: {"dgx_spark_models": models} for name in NODES})),)
+
+
+def converge(directory: Path, models: list[dict[str, Any]]) -> None:
+    result = run_playbook("site.yml", inventories=with_models(directory, models))
+    assert result.returncode == 0, failure(result.stdout + result.stderr)
+
+
+def answer(entry: dict[str, Any]) -> tuple[int, str, dict]:
+    """One completion of the model through the front: status, Retry-After, JSON body."""
+    request = urllib.request.Request(API + "/v1/completions", data=json.dumps(completion(entry)).encode(),
+                                     headers={"Content-Type": "application/json",
+                                              "Authorization": f"Bearer {setting('vllm_serve_api_key')}"})
+    try:
+        with urllib.request.urlopen(request, timeout=60, context=endpoint_tls()) as response:
+            return response.status, response.headers.get("Retry-After", ""), json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, error.headers.get("Retry-After", ""), json.loads(error.read() or b"{}")
+
+
+def start_time(entry: dict[str, Any]) -> int:
+    """When the model's serving unit last started (systemd's monotonic clock, µs; 0: never)."""
+    return int(node_host(entry["nodes"][0]).check_output(
+        f"systemctl show --property=ExecMainStartTimestampMonotonic --value {unit(entry)}"))
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The cluster on alpha and beta; the inventory's one model again afterwards."""
+    directory = tmp_path_factory.mktemp("models")
+    converge(directory / "two", [ALPHA, BETA])
+    try:
+        yield directory
+    finally:
+        back = run_playbook("site.yml")
+        assert back.returncode == 0, failure(back.stdout + back.stderr)
+        assert_completes()
+
+
+def test_each_model_answers_through_the_one_endpoint(models: Path) -> None:
+    for entry in (ALPHA, BETA):
+        status, _, body = answer(entry)
+        assert status == 200, body
+        assert body["model"] == entry["name"], body
+        assert body["usage"]["completion_tokens"] == 8, body
+    status, listed = call("/v1/models")
+    assert status == 200, listed
+    assert sorted(item["id"] for item in listed["data"]) == ["alpha", "beta"], listed
+    status, _, body = answer({"name": "no-such-model"})
+    assert status == 404, body
+    assert body["error"]["type"] == "NotFoundError" and body["error"]["param"] == "model", body
+    status, refused = call("/v1/models", key="not-the-key")
+    assert status == 401, refused
+
+
+def test_a_killed_model_answers_503_until_healed_while_the_other_serves(models: Path) -> None:
+    refused: list[tuple[int, str]] = []
+    healed_after = None
+    with SteadyLoad(rate=RATE, completion=completion(BETA)) as load:
+        node_host(ALPHA["nodes"][0]).check_output(f"docker kill {unit(ALPHA)}")
+        killed = time.monotonic()
+        while time.monotonic() - killed < HEAL_DEADLINE:
+            status, retry_after, body = answer(ALPHA)
+            if status == 200 and refused:
+                healed_after = time.monotonic() - killed
+                break
+            if status != 200:
+                refused.append((status, retry_after))
+                assert status == 503 and retry_after, (status, retry_after, body)
+            time.sleep(1)
+    report = load.report()
+    print(f"alpha killed: {len(refused)} answers 503 with Retry-After, serving again after "
+          f"{healed_after} s; beta under load: {report.describe()}")
+    assert refused, "alpha answered every request although its engine was killed"
+    assert healed_after is not None, f"alpha did not serve again within {HEAL_DEADLINE} s"
+    assert report.failed == 0 and report.ok > 0, report.describe()
+    assert set(report.answered_by) == {"beta"}, report.answered_by
+
+
+def remains_of(entry: dict[str, Any]) -> list[str]:
+    """What of a model is left on its node: units, files, its container, its ports in the firewall."""
+    host = node_host(entry["nodes"][0])
+    found = host.run(f"ls -d /etc/systemd/system/{unit(entry)}* /etc/dgx-spark-vllm/{unit(entry)}* "
+                     f"/etc/dgx-spark-vllm/*/{unit(entry)}* 2>/dev/null; "
+                     f"docker ps -a --format '{{{{.Names}}}}' | grep -x '{unit(entry)}'; "
+                     f"systemctl list-units --all --plain --no-legend '{unit(entry)}*'").stdout.split("\n")
+    ports = [f"port {port}" for port in (entry["api_port"], entry["guard_port"])
+             if host.run(f"nft get element inet dgx_spark_vllm internal_tcp '{{ {port} }}'").rc == 0]
+    return [line for line in found if line.strip()] + ports
+
+
+def test_a_third_model_comes_and_goes_alone(models: Path) -> None:
+    before = {entry["name"]: start_time(entry) for entry in (ALPHA, BETA)}
+    with SteadyLoad(rate=RATE / 2, completion=completion(ALPHA)) as alpha_load, \
+            SteadyLoad(rate=RATE / 2, completion=completion(BETA)) as beta_load:
+        converge(models / "three", [ALPHA, BETA, GAMMA])
+        status, _, body = answer(GAMMA)
+        assert status == 200 and body["model"] == "gamma", body
+        status, listed = call("/v1/models")
+        assert sorted(item["id"] for item in listed["data"]) == ["alpha", "beta", "gamma"], listed
+        added = remains_of(GAMMA)
+        converge(models / "two-again", [ALPHA, BETA])
+    reports = {"alpha": alpha_load.report(), "beta": beta_load.report()}
+    print("gamma added and removed; under load: "
+          + "; ".join(f"{name}: {report.describe()}" for name, report in reports.items()))
+    assert f"port {GAMMA['api_port']}" in added, f"the check would not see gamma's firewall port: {added}"
+    assert remains_of(GAMMA) == [], remains_of(GAMMA)
+    status, _, body = answer(GAMMA)
+    assert status == 404, body
+    assert {entry["name"]: start_time(entry) for entry in (ALPHA, BETA)} == before
+    for name, report in reports.items():
+        assert report.failed == 0 and report.ok > 0, f"{name}: {report.describe()}"
+
+
+# Run on the head, where the front and alpha's engine both are: each request alternately through
+# the front (HTTPS, the router) and straight to the engine (HTTP on the fabric), one persistent
+# connection each. "fast": a request the engine refuses at once (a max_tokens that is no number),
+# so the difference is the front's own cost; "completion": real completions, 4 at a time.
+OVERHEAD_SCRIPT = r"""
+import concurrent.futures, http.client, json, ssl, statistics, sys, threading, time
+front_port, engine, secrets, certificate = sys.argv[1:5]
+key = next(line.split("=", 1)[1].strip().strip("'") for line in open(secrets) if line.startswith("VLLM_API_KEY="))
+headers = {"Content-Type": "application/json", "Authorization": "Bearer " + key}
+local = threading.local()
+
+def connection(path):
+    name = "front" if path == "front" else "engine"
+    if not hasattr(local, name):
+        if path == "front":
+            made = http.client.HTTPSConnection("127.0.0.1", int(front_port), timeout=60,
+                                               context=ssl.create_default_context(cafile=certificate))
+        else:
+            host, port = engine.rsplit(":", 1)
+            made = http.client.HTTPConnection(host, int(port), timeout=60)
+        setattr(local, name, made)
+    return getattr(local, name)
+
+def post(path, body):
+    conn = connection(path)
+    started = time.perf_counter()
+    conn.request("POST", "/v1/completions", json.dumps(body), headers)
+    answer = conn.getresponse()
+    answer.read()
+    return answer.status, time.perf_counter() - started
+
+fast = {"model": "alpha", "prompt": "x", "max_tokens": "many"}
+real = {"model": "alpha", "prompt": "The cluster", "max_tokens": 8, "temperature": 0}
+for path in ("front", "engine"):
+    for _ in range(5):
+        post(path, real)
+latency = {"front": [], "engine": []}
+statuses = set()
+for _ in range(60):
+    for path in ("front", "engine"):
+        status, seconds = post(path, fast)
+        statuses.add(status)
+        latency[path].append(seconds)
+def rate(path, count=32, workers=4):
+    started = time.perf_counter()
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+        codes = list(pool.map(lambda _: post(path, real)[0], range(count)))
+    assert codes == [200] * count, codes
+    return count / (time.perf_counter() - started)
+rates = {"front": [], "engine": []}
+for path in ("engine", "front", "front", "engine"):
+    rates[path].append(rate(path))
+print(json.dumps({"fast_status": sorted(statuses),
+                  "p50_ms": {p: statistics.median(v) * 1000 for p, v in latency.items()},
+                  "rps": {p: sum(v) / len(v) for p, v in rates.items()}}))
+"""
+
+
+def test_the_router_adds_little(models: Path) -> None:
+    head = node_host(HEAD)
+    result = head.run(f"python3 - {setting('dgx_spark_api_port')} {FABRIC[HEAD]}:{ALPHA['api_port']} "
+                      f"/etc/dgx-spark-vllm/{SERVE_UNIT}-endpoint.client.secrets.env "
+                      f"/etc/dgx-spark-vllm/tls/{SERVE_UNIT}-endpoint.generated.crt <<'PYEOF'\n"
+                      f"{OVERHEAD_SCRIPT}\nPYEOF")
+    assert result.rc == 0, result.stdout + result.stderr
+    measured = json.loads(result.stdout.strip().splitlines()[-1])
+    added_ms = measured["p50_ms"]["front"] - measured["p50_ms"]["engine"]
+    ratio = measured["rps"]["front"] / measured["rps"]["engine"]
+    print(f"router overhead: p50 {measured['p50_ms']['front']:.2f} ms through the front, "
+          f"{measured['p50_ms']['engine']:.2f} ms straight to the engine (+{added_ms:.2f} ms); "
+          f"throughput {measured['rps']['front']:.2f} vs {measured['rps']['engine']:.2f} completions/s "
+          f"({ratio:.3f})")
+    # vLLM's own answer to a malformed request, the same both ways.
+    assert len(measured["fast_status"]) == 1 and measured["fast_status"][0] in (400, 422), measured
+    assert added_ms <= 2.0, measured
+    assert ratio >= 0.95, measured
