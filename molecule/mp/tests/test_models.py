@@ -3,7 +3,7 @@ spark1, beta on spark2), each its own vLLM launch under its own units and ports,
 the head routing a request by the model it names.
 
 - Each model answers completions through the one endpoint; /v1/models lists both; a name no model
-  has gets the OpenAI-style 404.
+  has gets the OpenAI-style 404; Prometheus scrapes each model's engine as a group of its own.
 - alpha's engine killed: alpha's requests get 503 with Retry-After until its guard has it serving
   again; beta's requests under a steady load all succeed meanwhile.
 - A third model (gamma, beside alpha on spark1) added, then removed, under load on the other two:
@@ -30,6 +30,7 @@ import pytest
 
 from ansible_run import write_overlay_inventory
 from endpoint import assert_completes, call
+import prometheus
 from load import SteadyLoad
 from nodes import API, FABRIC, HEAD, NODES, endpoint_tls, node_host
 from playbook_run import failure, run_playbook
@@ -118,6 +119,18 @@ def test_each_model_answers_through_the_one_endpoint(models: Path) -> None:
     assert body["error"]["type"] == "NotFoundError" and body["error"]["param"] == "model", body
     status, refused = call("/v1/models", key="not-the-key")
     assert status == 401, refused
+
+
+def test_prometheus_scrapes_each_models_engine(models: Path) -> None:
+    """Each model is a serving group of its own in the monitoring (label group: its name)."""
+    deadline = time.monotonic() + 90
+    up: dict[str, str] = {}
+    while time.monotonic() < deadline:
+        up = {sample["metric"].get("group", "?"): sample["value"][1] for sample in prometheus.query('up{job="vllm"}')}
+        if up == {"alpha": "1", "beta": "1"}:
+            break
+        time.sleep(5)
+    assert up == {"alpha": "1", "beta": "1"}, up
 
 
 def test_a_killed_model_answers_503_until_healed_while_the_other_serves(models: Path) -> None:
