@@ -158,10 +158,12 @@ def test_a_killed_model_answers_503_until_healed_while_the_other_serves(models: 
 
 
 def remains_of(entry: dict[str, Any]) -> list[str]:
-    """What of a model is left on its node: units, files, its container, its ports in the firewall."""
+    """What of a model is left on its node: units, their files (the guard's metrics too), its
+    container, its ports in the firewall."""
     host = node_host(entry["nodes"][0])
     found = host.run(f"ls -d /etc/systemd/system/{unit(entry)}* /etc/dgx-spark-vllm/{unit(entry)}* "
-                     f"/etc/dgx-spark-vllm/*/{unit(entry)}* 2>/dev/null; "
+                     f"/etc/dgx-spark-vllm/*/{unit(entry)}* {setting('dgx_spark_data_dir')}/metrics/{unit(entry)}* "
+                     f"2>/dev/null; "
                      f"docker ps -a --format '{{{{.Names}}}}' | grep -x '{unit(entry)}'; "
                      f"systemctl list-units --all --plain --no-legend '{unit(entry)}*'").stdout.split("\n")
     ports = [f"port {port}" for port in (entry["api_port"], entry["guard_port"])
