@@ -32,7 +32,7 @@ from ansible_run import write_overlay_inventory
 from endpoint import assert_completes, call
 import prometheus
 from load import SteadyLoad
-from nodes import API, FABRIC, HEAD, NODES, endpoint_tls, node_host
+from nodes import API, ENDPOINT_CERTIFICATE, FABRIC, HEAD, NODES, endpoint_tls, node_host
 from playbook_run import failure, run_playbook
 from settings import setting
 
@@ -119,6 +119,23 @@ def test_each_model_answers_through_the_one_endpoint(models: Path) -> None:
     assert body["error"]["type"] == "NotFoundError" and body["error"]["param"] == "model", body
     status, refused = call("/v1/models", key="not-the-key")
     assert status == 401, refused
+
+
+def test_status_reports_each_model(models: Path) -> None:
+    """status.yml: each model with its nodes, engine and a completion through the front; JSON by
+    node and model."""
+    inventories = with_models(models / "status", [ALPHA, BETA])
+    text = run_playbook("playbooks/status.yml", inventories=inventories)
+    assert text.returncode == 0, failure(text.stdout + text.stderr)
+    lines = " ".join(text.stdout.split())
+    for entry in (ALPHA, BETA):
+        assert (f"model {entry['name']} ({entry['model']}) on {entry['nodes'][0]}, engine "
+                f"{FABRIC[entry['nodes'][0]]}:{entry['api_port']}: answers a completion through the endpoint"
+                in lines), failure(text.stdout)
+        assert f"unit {unit(entry)}: active/running" in lines, failure(text.stdout)
+    raw = run_playbook("playbooks/status.yml", "-e", "status_format=json", inventories=inventories)
+    assert raw.returncode == 0, failure(raw.stdout + raw.stderr)
+    assert '"alpha"' in raw.stdout and '"beta"' in raw.stdout and '"models"' in raw.stdout, failure(raw.stdout)
 
 
 def test_prometheus_scrapes_each_models_engine(models: Path) -> None:
@@ -256,7 +273,7 @@ def test_the_router_adds_little(models: Path) -> None:
     head = node_host(HEAD)
     result = head.run(f"python3 - {setting('dgx_spark_api_port')} {FABRIC[HEAD]}:{ALPHA['api_port']} "
                       f"/etc/dgx-spark-vllm/{SERVE_UNIT}-endpoint.client.secrets.env "
-                      f"/etc/dgx-spark-vllm/tls/{SERVE_UNIT}-endpoint.generated.crt <<'PYEOF'\n"
+                      f"{ENDPOINT_CERTIFICATE} <<'PYEOF'\n"
                       f"{OVERHEAD_SCRIPT}\nPYEOF")
     assert result.rc == 0, result.stdout + result.stderr
     measured = json.loads(result.stdout.strip().splitlines()[-1])
