@@ -13,6 +13,8 @@ wait skip themselves in check mode.
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from support.example_inventory import HOSTS, FirstDeploy, check_mode_first_deploy, recap
@@ -54,3 +56,12 @@ def test_it_changes_nothing(first_deploy: FirstDeploy) -> None:
               if not request.startswith(("GET ", "HEAD "))]
     assert writes == [], f"Docker asked to change something in check mode: {writes}"
     assert first_deploy.docker_requests, "the stand-in engine was never asked: the test would not see a write"
+
+
+def test_a_run_limited_to_one_layer_by_tags_runs_through(tmp_path: Path) -> None:
+    """site.yml --tags firewall (as the firewall and fabric tests run it): the argument checks of the
+    roles whose tasks it skips still run, and their inputs must not need those tasks' results."""
+    limited = check_mode_first_deploy(tmp_path, {}, ("--tags", "firewall"))
+    assert limited.rc == 0, limited.output[-4000:]
+    assert "TASK [dgx_spark.vllm.firewall : " in limited.output
+    assert "TASK [dgx_spark.vllm.vllm_serve : Install" not in limited.output

@@ -1,4 +1,4 @@
-"""The rollback of role vllm_serve never puts back a last known good environment that names an interface
+"""The rollback of role serving_rollout never puts back a last known good environment that names an interface
 (or RDMA device) its node no longer has, through ansible-playbook against this machine (a local
 connection): its /sys/class/net is the node's fabric as it is now (it has lo and no RDMA device).
 
@@ -26,7 +26,7 @@ GONE = "fabricgone0"
 
 
 def run(tmp_path: Path, tasks: str, last_good_env: str) -> tuple[int, str]:
-    """Run roles/vllm_serve/tasks/TASKS with this machine as the group's one serving node; (rc, output).
+    """Run roles/serving_rollout/tasks/TASKS with this machine as the group's one serving node; (rc, output).
 
     The failed configuration is an env file and a unit under tmp_path/etc, its last known good copies
     (the env file given, the same unit) under tmp_path/last-good.
@@ -39,16 +39,16 @@ def run(tmp_path: Path, tasks: str, last_good_env: str) -> tuple[int, str]:
     (last_good / "vllm-serve.env").write_text(last_good_env)
     (last_good / "vllm-serve.service").write_text("[Service]\n")
     playbook = tmp_path / "play.yml"
-    playbook.write_text(PLAY.format(tasks=REPO / "roles/vllm_serve/tasks" / tasks))
+    playbook.write_text(PLAY.format(tasks=REPO / "roles/serving_rollout/tasks" / tasks))
     proc = run_ansible_playbook(
         playbook, ["localhost,"],
         extra_vars={"ansible_python_interpreter": sys.executable,
-                    "vllm_serve_rollback": True,
-                    "__vllm_serve_group_hosts": ["localhost"],
-                    "__vllm_serve_env_file": str(etc / "vllm-serve.env"),
-                    "__vllm_serve_config_files": [str(etc / "vllm-serve.service"), str(etc / "vllm-serve.env")],
-                    "__vllm_serve_last_good_dir": str(last_good),
-                    "__vllm_serve_probe_result": {"stage": "timeout", "detail": "no answer"},
+                    "serving_rollout_rollback": True,
+                    "dgx_spark_group_hosts": ["localhost"],
+                    "serving_rollout_env_file": str(etc / "vllm-serve.env"),
+                    "serving_rollout_config_files": [str(etc / "vllm-serve.service"), str(etc / "vllm-serve.env")],
+                    "__serving_rollout_last_good_dir": str(last_good),
+                    "__serving_rollout_probe_result": {"stage": "timeout", "detail": "no answer"},
                     # Never reached when the rollback is refused; named so that nothing real could be stopped.
                     "dgx_spark_serve_unit": "dgx-spark-vllm-test-absent",
                     "dgx_spark_serve_guard_unit": "dgx-spark-vllm-test-absent-guard"},

@@ -104,9 +104,9 @@ class FirstDeploy:
         self.data_dirs = data_dirs
 
 
-def check_mode_first_deploy(tmp: Path, extra_vars: dict[str, object]) -> FirstDeploy:
-    """site.yml --check --diff on the example inventory with ``extra_vars``, against fresh-node
-    stand-ins under ``tmp`` (support/fresh_node.py)."""
+def check_mode_first_deploy(tmp: Path, extra_vars: dict[str, object], extra_args: tuple[str, ...] = ()) -> FirstDeploy:
+    """site.yml --check --diff (and ``extra_args``) on the example inventory with ``extra_vars``,
+    against fresh-node stand-ins under ``tmp`` (support/fresh_node.py)."""
     fake_bin = tmp / "bin"
     log = tmp / "systemctl.log"
     write_systemctl(fake_bin, log)
@@ -118,7 +118,8 @@ def check_mode_first_deploy(tmp: Path, extra_vars: dict[str, object]) -> FirstDe
         env.setenv("PATH", f"{fake_bin}{os.pathsep}{os.environ['PATH']}")
         proc = run_locally(tmp, REPO / "site.yml", {host: load_facts(host) for host in HOSTS},
                            host_vars={host: {"dgx_spark_data_dir": str(path)} for host, path in data_dirs.items()},
-                           extra={"ib_network_verify": False, **extra_vars}, extra_args=["--check", "--diff"],
+                           extra={"ib_network_verify": False, **extra_vars},
+                           extra_args=["--check", "--diff", *extra_args],
                            timeout=600)
         requests = engine.requests
     # The whole run, for whoever reads a failure (assertions show its tail).

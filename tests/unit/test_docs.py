@@ -35,7 +35,7 @@ COLLECTION_PREFIX = "dgx_spark.vllm."
 
 # The prefixes of the roles' public settings (each role prefixes its own).
 SETTING_PREFIXES = ("dgx_spark", "vllm_serve", "model", "endpoint", "ib_network", "docker_image", "ray",
-                    "firewall", "bench", "fabric_transfer", "serving_guard")
+                    "firewall", "bench", "fabric_transfer", "serving_guard", "serving_rollout")
 # A setting-like name: not inside another word, a path or a module name (dgx_spark.vllm.bench_report);
 # `prefix_*` and a trailing `_` name a family of settings.
 SETTING = re.compile(r"(?<![\w./-])(?:%s)_[a-z0-9_]*\*?" % "|".join(SETTING_PREFIXES))

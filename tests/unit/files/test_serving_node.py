@@ -31,3 +31,28 @@ def test_the_unit_names_the_configuration_its_container_starts_with() -> None:
     unit = "ExecStart=/usr/bin/docker run --rm --name vllm-serve \\\n    --label dgx-spark-vllm.config=0f3a9c12ab45cd67 \\\n"
     assert node.unit_config_id(unit, "dgx-spark-vllm.config") == "0f3a9c12ab45cd67"
     assert node.unit_config_id("ExecStart=/usr/bin/docker run --rm", "dgx-spark-vllm.config") == ""
+
+
+def test_the_readiness_probe_reads_the_journal_every_ten_seconds_and_at_the_end(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = iter(range(0, 1000))
+    now = {"t": 0.0}
+    reads: list[float] = []
+    stages = iter(["loading"] * 24 + ["ready"])
+
+    def tick() -> float:
+        return now["t"]
+
+    def sleep(seconds: float) -> None:
+        now["t"] += seconds
+
+    monkeypatch.setattr(node.time, "monotonic", tick)
+    monkeypatch.setattr(node.time, "sleep", sleep)
+    monkeypatch.setattr(node, "unit_show", lambda *_: {"ActiveState": "active", "NRestarts": "0"})
+    monkeypatch.setattr(node, "probe_once", lambda *_: (next(stages), "detail"))
+    monkeypatch.setattr(node, "latest_log", lambda _unit: reads.append(now["t"]) or f"line {next(clock)}")
+    monkeypatch.setattr(node, "api_key", lambda _path: "")
+    progress = tmp_path / "progress"
+    assert node.probe(["http://x", "m", "secrets", "vllm-serve", "600", "0", "hi", str(progress)]) == 0
+    assert reads == [0.0, 10.0, 20.0, 24.0]
+    assert progress.read_text().startswith("24 s: ready | line 3")
