@@ -29,11 +29,11 @@ from typing import Any
 import pytest
 
 from ansible_run import write_overlay_inventory
-from endpoint import assert_completes, call
+from endpoint import call
 import prometheus
 from load import SteadyLoad
 from nodes import API, ENDPOINT_CERTIFICATE, FABRIC, HEAD, NODES, endpoint_tls, node_host
-from playbook_run import failure, run_playbook
+from playbook_run import converged, failure, run_playbook
 from settings import setting
 
 SERVE_UNIT = "vllm-serve"
@@ -96,13 +96,8 @@ def start_time(entry: dict[str, Any]) -> int:
 def models(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """The cluster on alpha and beta; the inventory's one model again afterwards."""
     directory = tmp_path_factory.mktemp("models")
-    converge(directory / "two", [ALPHA, BETA])
-    try:
+    with converged(*with_models(directory / "two", [ALPHA, BETA])):
         yield directory
-    finally:
-        back = run_playbook("site.yml")
-        assert back.returncode == 0, failure(back.stdout + back.stderr)
-        assert_completes()
 
 
 def test_each_model_answers_through_the_one_endpoint(models: Path) -> None:

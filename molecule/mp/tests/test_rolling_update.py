@@ -24,7 +24,7 @@ from ansible_run import write_overlay_inventory
 from endpoint import assert_completes
 from load import SteadyLoad
 from nodes import NODES, env_file, node_host
-from playbook_run import failure, run_playbook
+from playbook_run import converged, failure, run_playbook
 from settings import setting
 
 REPLICAS = [{"name": "a", "head": NODES[0], "nodes": [NODES[0]]},
@@ -53,14 +53,8 @@ def with_layout(directory: Path, **settings: Any) -> tuple[str, ...]:
 def replicas(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """The cluster on two single-node replicas; the inventory's own layout again afterwards."""
     directory = tmp_path_factory.mktemp("rolling")
-    result = run_playbook("site.yml", inventories=with_layout(directory / "replicas"))
-    assert result.returncode == 0, failure(result.stdout + result.stderr)
-    try:
+    with converged(*with_layout(directory / "replicas")):
         yield directory
-    finally:
-        back = run_playbook("site.yml")
-        assert back.returncode == 0, failure(back.stdout + back.stderr)
-        assert_completes()
 
 
 def test_a_flag_change_rolls_one_group_at_a_time_with_no_failed_request(replicas: Path) -> None:

@@ -10,11 +10,14 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
 
 from ansible_run import REPO, run_ansible_playbook, write_overlay_inventory
+from endpoint import assert_completes
 
 
 def run_playbook(playbook: str, *extra: str, inventories: tuple[str, ...] = (),
@@ -23,6 +26,20 @@ def run_playbook(playbook: str, *extra: str, inventories: tuple[str, ...] = (),
     return run_ansible_playbook(REPO / playbook,
                                 [os.environ["MOLECULE_INVENTORY_FILE"], *inventories],
                                 extra_args=extra, timeout=timeout)
+
+
+@contextmanager
+def converged(*inventories: str) -> Iterator[None]:
+    """The cluster converged by site.yml with these inventories over the scenario's, and back to the
+    scenario's own (a completion answered) when the block ends, however it ends."""
+    result = run_playbook("site.yml", inventories=inventories)
+    assert result.returncode == 0, failure(result.stdout + result.stderr)
+    try:
+        yield
+    finally:
+        back = run_playbook("site.yml")
+        assert back.returncode == 0, failure(back.stdout + back.stderr)
+        assert_completes()
 
 
 def overlay_inventory(directory: Path, host: str, host_vars_yaml: str) -> str:
