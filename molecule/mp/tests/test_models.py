@@ -19,6 +19,7 @@ model under its own name.
 from __future__ import annotations
 
 import json
+import os
 import time
 import urllib.error
 import urllib.request
@@ -40,10 +41,15 @@ SERVE_UNIT = "vllm-serve"
 ENGINE_ARGS = setting("vllm_serve_extra_args")
 
 
+# The scenario's tiny model on the controller (what its model_src names). A plain path: within a
+# model's serving, model_src is the model's own src, so "{{ model_src }}" here would name itself.
+MODEL_SRC = str(Path(os.environ.get("DGX_SPARK_CACHE") or Path.home() / ".cache" / "dgx-spark-vllm") / "tiny-llama")
+
+
 def model(name: str, node: str, api_port: int, guard_port: int) -> dict[str, Any]:
-    """One entry of dgx_spark_models: the inventory's tiny model (copied from the controller as the
-    scenario's model_src), served as `name` on `node` alone."""
-    return {"name": name, "model": setting("model_name"), "src": "{{ model_src }}", "nodes": [node],
+    """One entry of dgx_spark_models: the scenario's tiny model, copied from the controller, served as
+    `name` on `node` alone."""
+    return {"name": name, "model": setting("model_name"), "src": MODEL_SRC, "nodes": [node],
             "gpu_memory_utilization": 0.4, "api_port": api_port, "guard_port": guard_port,
             "extra_args": ENGINE_ARGS}
 
