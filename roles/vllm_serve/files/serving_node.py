@@ -93,6 +93,7 @@ def latest_log(unit: str) -> str:
 
 LOG_EVERY = 10  # seconds between two reads of the engine's latest log line while it starts
 
+
 def probe_once(url: str, model: str, key: str, prompt: str) -> tuple[str, str]:
     status, body = request(f"{url}/health", "")
     if status != 200:
