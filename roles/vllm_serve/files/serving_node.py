@@ -15,6 +15,10 @@ Subcommands:
   stop UNIT CONTAINER SECONDS               the unit's ExecStop: `docker stop --time SECONDS`,
                                             or `docker kill` when the guard restarts an engine
                                             it found broken (a hung engine ignores SIGTERM)
+  drain-stop UNIT METRICS_URL SECONDS       wait up to SECONDS until the engine answers no
+                                            request (vLLM's own gauges), then stop UNIT; the
+                                            result as JSON (a restart's drain and the old
+                                            head's stop in one step: serving_rollout)
 """
 from __future__ import annotations
 
@@ -192,6 +196,39 @@ def stop(args: list[str]) -> int:
     return subprocess.run(command, check=False).returncode
 
 
+# ---- drain-stop: a restart's drain and its old head's stop ----------------------
+
+DRAIN_POLL = 0.2  # seconds between two reads of the engine's gauges while it finishes its requests
+BUSY_GAUGE = re.compile(r"(?m)^vllm:num_requests_(?:running|waiting)(?:\{[^}]*\})? ([0-9.eE+-]+)$")
+
+
+def requests_in_engine(metrics: str) -> float:
+    """What the engine is answering or holds in its queue, from its Prometheus text."""
+    return sum(float(value) for value in BUSY_GAUGE.findall(metrics))
+
+
+def drain(metrics_url: str, seconds: float) -> tuple[bool, float]:
+    """(drained, seconds waited): until no request runs or waits, at most SECONDS. An engine
+    that does not answer its metrics answers no request either."""
+    began = time.monotonic()
+    while True:
+        status, body = request(metrics_url, "", timeout=5)
+        if status != 200 or requests_in_engine(body) == 0:
+            return True, time.monotonic() - began
+        if time.monotonic() - began >= seconds:
+            return False, time.monotonic() - began
+        time.sleep(DRAIN_POLL)
+
+
+def drain_stop(args: list[str]) -> int:
+    unit, metrics_url, seconds = args[0], args[1], float(args[2])
+    drained, waited = drain(metrics_url, seconds) if seconds > 0 else (True, 0.0)
+    stopped = subprocess.run(["systemctl", "stop", unit], capture_output=True, text=True, check=False)
+    print(json.dumps({"drained": drained, "waited": round(waited, 1), "stopped": stopped.returncode == 0,
+                      "error": stopped.stderr.strip()}))
+    return stopped.returncode
+
+
 # ---- status: what playbooks/status.yml shows --------------------------------
 
 UNIT_PROPERTIES = ("LoadState", "ActiveState", "SubState", "Result", "NRestarts", "InvocationID",
@@ -297,7 +334,7 @@ def status(args: list[str]) -> int:
 
 def main() -> int:
     commands = {"probe": probe, "backoff": backoff, "status": status,
-                "await-container": await_container, "stop": stop}
+                "await-container": await_container, "stop": stop, "drain-stop": drain_stop}
     if len(sys.argv) < 2 or sys.argv[1] not in commands:
         print(__doc__, file=sys.stderr)
         return 2

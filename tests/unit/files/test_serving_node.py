@@ -58,3 +58,44 @@ def test_the_readiness_probe_reads_the_journal_every_ten_seconds_and_at_the_end(
     assert node.probe(["http://x", "m", "secrets", "vllm-serve", "600", "0", "hi", str(progress)]) == 0
     assert reads == [0.0, 10.0, 20.0, 24.0]
     assert progress.read_text().startswith("24 s: ready | line 3")
+
+
+METRICS = """# HELP vllm:num_requests_running Number of requests in model execution batches.
+vllm:num_requests_running{engine="0",model_name="tiny"} %s
+vllm:num_requests_waiting{engine="0",model_name="tiny"} %s
+vllm:num_requests_swapped{engine="0",model_name="tiny"} 7.0
+"""
+
+
+def test_the_engine_is_busy_with_what_runs_and_what_waits_not_with_anything_else() -> None:
+    assert node.requests_in_engine(METRICS % ("2.0", "1.0")) == 3
+    assert node.requests_in_engine(METRICS % ("0.0", "0.0")) == 0
+    assert node.requests_in_engine("") == 0
+
+
+@pytest.fixture
+def fake_clock(monkeypatch: pytest.MonkeyPatch) -> dict[str, float]:
+    now = {"t": 0.0}
+    monkeypatch.setattr(node.time, "monotonic", lambda: now["t"])
+    monkeypatch.setattr(node.time, "sleep", lambda seconds: now.__setitem__("t", now["t"] + seconds))
+    return now
+
+
+def test_the_drain_waits_until_the_engine_answers_nothing(
+        fake_clock: dict[str, float], monkeypatch: pytest.MonkeyPatch) -> None:
+    busy = iter([(2, 1), (1, 0), (0, 0)])
+    monkeypatch.setattr(node, "request", lambda *_a, **_k: (200, METRICS % next(busy)))
+    drained, waited = node.drain("http://e/metrics", 60)
+    assert drained and waited == pytest.approx(2 * node.DRAIN_POLL)
+
+
+def test_the_drain_gives_up_at_its_deadline(fake_clock: dict[str, float], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(node, "request", lambda *_a, **_k: (200, METRICS % (1, 0)))
+    drained, waited = node.drain("http://e/metrics", 3)
+    assert not drained and 3 <= waited < 3 + node.DRAIN_POLL + 1e-9
+
+
+def test_an_engine_that_does_not_answer_has_nothing_to_drain(
+        fake_clock: dict[str, float], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(node, "request", lambda *_a, **_k: (0, "connection refused"))
+    assert node.drain("http://e/metrics", 60) == (True, 0.0)
