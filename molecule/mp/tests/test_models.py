@@ -19,7 +19,6 @@ model under its own name.
 from __future__ import annotations
 
 import json
-import os
 import time
 import urllib.error
 import urllib.request
@@ -35,15 +34,13 @@ import prometheus
 from load import SteadyLoad
 from nodes import API, ENDPOINT_CERTIFICATE, FABRIC, HEAD, NODES, endpoint_tls, node_host
 from playbook_run import converged, failure, run_playbook
-from settings import setting
+from settings import TINY_MODEL, setting
 
 SERVE_UNIT = "vllm-serve"
 ENGINE_ARGS = setting("vllm_serve_extra_args")
 
 
-# The scenario's tiny model on the controller (what its model_src names). A plain path: within a
-# model's serving, model_src is the model's own src, so "{{ model_src }}" here would name itself.
-MODEL_SRC = str(Path(os.environ.get("DGX_SPARK_CACHE") or Path.home() / ".cache" / "dgx-spark-vllm") / "tiny-llama")
+MODEL_SRC = str(TINY_MODEL)
 
 
 def model(name: str, node: str, api_port: int, guard_port: int) -> dict[str, Any]:

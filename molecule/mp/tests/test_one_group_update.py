@@ -1,12 +1,12 @@
 """One tensor-parallel group over both nodes (no replica to serve meanwhile): a flag change
-through serve.yml under a steady load (load.py, 2 requests/s) costs no more than the engine's
-own start. Everything that can happen while the old engine serves happens first (the image and
+through serve.yml, and a model switch through site.yml (another model's files, the served name
+kept), under a steady load (load.py, 2 requests/s) cost no more than the engine's own start. Everything that can happen while the old engine serves happens first (the image and
 weights checked, units rendered, vLLM's own check of the new command); the gap is only the
 restart, and clients see 503 with Retry-After from the front there, never a refused connection
 or another error.
 
-The floor, measured in the same test: both units restarted by hand to the first completion.
-The module leaves the inventory's own flags in place again at its end.
+The floor, measured once in the same module: both units restarted by hand to the first
+completion. Each test leaves the inventory's own configuration in place again at its end.
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from endpoint import assert_completes, seconds_to_first_completion
 from load import SteadyLoad
 from nodes import NODES, node_host
 from playbook_run import failure, run_playbook
-from settings import setting
+from settings import another_model, setting
 
 RATE = 2.0
 CHANGED_FLAGS = [*setting("vllm_serve_extra_args"), "--max-num-seqs", "8"]
@@ -53,31 +53,48 @@ def floor_seconds() -> float:
     return seconds
 
 
+@pytest.fixture(scope="module")
+def floor() -> float:
+    """The engine's own start, once for the module's updates (both run the same tiny model)."""
+    return floor_seconds()
+
+
 @pytest.fixture
-def inventory_flags_at_the_end() -> Iterator[None]:
+def inventory_at_the_end() -> Iterator[None]:
     yield
     result = run_playbook("site.yml")
     assert result.returncode == 0, failure(result.stdout + result.stderr)
     assert_completes()
 
 
-def test_a_flag_change_costs_only_the_restart_and_clients_get_503_meanwhile(
-        tmp_path: Path, inventory_flags_at_the_end: None) -> None:
-    floor = floor_seconds()
-    overlay = write_overlay_inventory(tmp_path, {name: {"vllm_serve_extra_args": CHANGED_FLAGS} for name in NODES})
+def update_under_load(playbook: str, overlay: Path, floor: float, change: str) -> None:
+    """Run the playbook with the overlay under the steady load; assert what clients may see."""
     started, started_wall = time.monotonic(), time.time()
     with SteadyLoad(rate=RATE) as load:
-        result = run_playbook("playbooks/serve.yml", inventories=(str(overlay),))
+        result = run_playbook(playbook, inventories=(str(overlay),))
         # Until it serves again through the front (the run waited for it already).
         seconds_to_first_completion(time.monotonic(), deadline=60)
     run_seconds = time.monotonic() - started
     report = load.report()
     gap = report.failing_seconds(1 / RATE)
     restart_began = head_engine_started_at() - started_wall
-    print(f"one group, flag change under load: run {run_seconds:.0f} s, new head engine started "
+    print(f"one group, {change} under load: run {run_seconds:.0f} s, new head engine started "
           f"{restart_began:.1f} s into it, gap {gap:.1f} s, floor {floor:.1f} s (gap/floor {gap / floor:.2f}, "
           f"run/floor {run_seconds / floor:.2f}); load: {report.describe()}; failures: {dict(report.failure_kinds)}")
     output = result.stdout + result.stderr
     assert result.returncode == 0, failure(output)
     assert set(report.failure_kinds) <= {"503 service_unavailable"}, report.describe()
     assert gap <= GAP_OVER_FLOOR * floor, f"gap {gap:.1f} s > {GAP_OVER_FLOOR} x floor {floor:.1f} s"
+
+
+def test_a_flag_change_costs_only_the_restart_and_clients_get_503_meanwhile(
+        tmp_path: Path, floor: float, inventory_at_the_end: None) -> None:
+    overlay = write_overlay_inventory(tmp_path, {name: {"vllm_serve_extra_args": CHANGED_FLAGS} for name in NODES})
+    update_under_load("playbooks/serve.yml", overlay, floor, "flag change")
+
+
+def test_a_model_switch_costs_only_the_restart_and_clients_get_503_meanwhile(
+        tmp_path: Path, floor: float, inventory_at_the_end: None) -> None:
+    switch = another_model(tmp_path)
+    overlay = write_overlay_inventory(tmp_path, {name: switch for name in NODES})
+    update_under_load("site.yml", overlay, floor, "model switch")

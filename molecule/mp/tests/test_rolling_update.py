@@ -3,6 +3,8 @@ endpoint, under a steady load through the front (load.py, 2 requests/s).
 
 - A flag change through serve.yml: one group at a time leaves the front's rotation, drains,
   restarts, answers a completion and comes back; no request fails.
+- A model switch through site.yml (another model's files, the served name kept): the weights
+  reach every node while both groups serve, then the same roll; no request fails.
 - A canary that cannot start (its engine fails at start, after vLLM's argument check passed):
   the run fails naming the first group's head, that group serves the previous configuration
   again, the second group's engine is never restarted and its files are the previous ones, and
@@ -25,7 +27,7 @@ from endpoint import assert_completes
 from load import SteadyLoad
 from nodes import NODES, env_file, node_host
 from playbook_run import converged, failure, run_playbook
-from settings import setting
+from settings import another_model, setting
 
 REPLICAS = [{"name": "a", "head": NODES[0], "nodes": [NODES[0]]},
             {"name": "b", "head": NODES[1], "nodes": [NODES[1]]}]
@@ -75,6 +77,28 @@ def test_a_flag_change_rolls_one_group_at_a_time_with_no_failed_request(replicas
     assert all(after[name] > before[name] for name in NODES), (before, after)
     # One at a time: the second group started after the first answered (at least one engine start later).
     assert after[NODES[1]] - after[NODES[0]] > 10_000_000, (after, "the groups restarted together")
+    assert report.failed == 0, report.describe()
+    assert report.sent >= 20, report.describe()
+
+
+def test_a_model_switch_rolls_with_no_failed_request(replicas: Path) -> None:
+    switch = another_model(replicas)
+    before = {name: start_time(name) for name in NODES}
+    started = time.monotonic()
+    with SteadyLoad(rate=RATE) as load:
+        result = run_playbook("site.yml", inventories=with_layout(replicas / "model", **switch))
+    report = load.report()
+    print(f"model switch over 2 groups: {time.monotonic() - started:.0f} s; load: {report.describe()}")
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, failure(output)
+    assert "Rolling restart over 2 waves" in " ".join(output.split()), failure(output)
+    after = {name: start_time(name) for name in NODES}
+    assert after[NODES[1]] - after[NODES[0]] > 10_000_000, (after, "the groups restarted together")
+    # Each engine serves the new model's folder now (its container runs `vllm serve <that folder>`).
+    for name in NODES:
+        assert f"/{switch['model_name']}" in node_host(name).check_output(
+            "docker inspect --format '{{json .Args}}' vllm-serve"), name
+    assert all(after[name] > before[name] for name in NODES), (before, after)
     assert report.failed == 0, report.describe()
     assert report.sent >= 20, report.describe()
 

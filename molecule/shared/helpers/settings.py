@@ -9,6 +9,7 @@ read: a templated one (``{{ ... }}``) is Ansible's to evaluate, and asking for i
 from __future__ import annotations
 
 import os
+import shutil
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,10 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[3]
 SANDBOX = REPO / "inventories" / "sandbox"
+# The scenarios' tiny model on the controller (what their model_src names; molecule/shared/artifacts.yml
+# makes it). A plain path, for inventories that need one: within a model's serving (dgx_spark_models),
+# model_src is that model's own src, so "{{ model_src }}" there would name itself.
+TINY_MODEL = Path(os.environ.get("DGX_SPARK_CACHE") or Path.home() / ".cache" / "dgx-spark-vllm") / "tiny-llama"
 
 
 def inventory_dir() -> Path:
@@ -50,3 +55,13 @@ def setting(name: str) -> Any:
                                f"or ask Ansible for it")
             return value
     raise KeyError(f"{name} is in no group_vars of {inventory_dir()} and in no role's defaults")
+
+
+def another_model(directory: Path) -> dict[str, str]:
+    """The settings of a model switch, the served name kept: the tiny model's files under another
+    name (a copy in `directory`), which the run moves to every node and serves from its own folder
+    there, as it would a new model."""
+    copy = directory / "tiny-llama-switched"
+    if not copy.exists():
+        shutil.copytree(TINY_MODEL, copy)
+    return {"model_name": copy.name, "model_src": str(copy)}
