@@ -3,8 +3,10 @@ endpoint, under a steady load through the front (load.py, 2 requests/s).
 
 - A flag change through serve.yml: one group at a time leaves the front's rotation, drains,
   restarts, answers a completion and comes back; no request fails.
-- A model switch through site.yml (another model's files, the served name kept): the weights
-  reach every node while both groups serve, then the same roll; no request fails.
+- A model switch, then an image switch, through site.yml (another model's files, the served
+  name kept; another variant of the image the head builds): the weights or the image reach every
+  node while both groups serve, then the same roll; no request fails. Each change keeps the ones
+  before it, so that it is the only difference.
 - A canary that cannot start (its engine fails at start, after vLLM's argument check passed):
   the run fails naming the first group's head, that group serves the previous configuration
   again, the second group's engine is never restarted and its files are the previous ones, and
@@ -38,6 +40,10 @@ CHANGED_FLAGS = [*setting("vllm_serve_extra_args"), "--max-num-seqs", "8"]
 # a CPU KV cache of 100000 GiB cannot be allocated.
 UNSTARTABLE_ENV = {**setting("vllm_serve_env"), "VLLM_CPU_KVCACHE_SPACE": "100000"}
 RATE = 2.0
+# Another image: the head builds the scenario's recipe (molecule/shared/files/serving-build) as
+# another variant, under another tag.
+SWITCHED_IMAGE = {"dgx_spark_image": "dgx-spark-vllm-test/serving-cpu:switched",
+                  "docker_image_build_args": {**setting("docker_image_build_args"), "VARIANT": "switched"}}
 
 
 def start_time(name: str) -> int:
@@ -81,26 +87,41 @@ def test_a_flag_change_rolls_one_group_at_a_time_with_no_failed_request(replicas
     assert report.sent >= 20, report.describe()
 
 
-def test_a_model_switch_rolls_with_no_failed_request(replicas: Path) -> None:
-    switch = another_model(replicas)
+def switch_rolls_with_no_failed_request(directory: Path, change: str, **settings: Any) -> None:
+    """site.yml with these settings under load: a roll of 2 waves, one group after the other, and
+    no failed request."""
     before = {name: start_time(name) for name in NODES}
     started = time.monotonic()
     with SteadyLoad(rate=RATE) as load:
-        result = run_playbook("site.yml", inventories=with_layout(replicas / "model", **switch))
+        result = run_playbook("site.yml", inventories=with_layout(directory, **settings))
     report = load.report()
-    print(f"model switch over 2 groups: {time.monotonic() - started:.0f} s; load: {report.describe()}")
+    print(f"{change} over 2 groups: {time.monotonic() - started:.0f} s; load: {report.describe()}")
     output = result.stdout + result.stderr
     assert result.returncode == 0, failure(output)
     assert "Rolling restart over 2 waves" in " ".join(output.split()), failure(output)
     after = {name: start_time(name) for name in NODES}
+    assert all(after[name] > before[name] for name in NODES), (before, after)
     assert after[NODES[1]] - after[NODES[0]] > 10_000_000, (after, "the groups restarted together")
+    assert report.failed == 0, report.describe()
+    assert report.sent >= 20, report.describe()
+
+
+def test_a_model_switch_rolls_with_no_failed_request(replicas: Path) -> None:
+    switch = another_model(replicas)
+    switch_rolls_with_no_failed_request(replicas / "model", "model switch",
+                                        vllm_serve_extra_args=CHANGED_FLAGS, **switch)
     # Each engine serves the new model's folder now (its container runs `vllm serve <that folder>`).
     for name in NODES:
         assert f"/{switch['model_name']}" in node_host(name).check_output(
             "docker inspect --format '{{json .Args}}' vllm-serve"), name
-    assert all(after[name] > before[name] for name in NODES), (before, after)
-    assert report.failed == 0, report.describe()
-    assert report.sent >= 20, report.describe()
+
+
+def test_an_image_switch_rolls_with_no_failed_request(replicas: Path) -> None:
+    switch_rolls_with_no_failed_request(replicas / "image", "image switch", vllm_serve_extra_args=CHANGED_FLAGS,
+                                        **another_model(replicas), **SWITCHED_IMAGE)
+    for name in NODES:
+        assert node_host(name).check_output(
+            "docker inspect --format '{{.Config.Image}}' vllm-serve") == SWITCHED_IMAGE["dgx_spark_image"], name
 
 
 def test_a_canary_that_cannot_start_is_rolled_back_and_the_roll_stops(replicas: Path) -> None:
