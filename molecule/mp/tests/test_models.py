@@ -33,7 +33,7 @@ from endpoint import call
 import prometheus
 from load import SteadyLoad
 from nodes import API, ENDPOINT_CERTIFICATE, FABRIC, HEAD, NODES, endpoint_tls, node_host
-from playbook_run import converged, failure, run_playbook
+from playbook_run import converged, failure, run_playbook, status_document
 from settings import TINY_MODEL, setting
 
 SERVE_UNIT = "vllm-serve"
@@ -119,7 +119,7 @@ def test_each_model_answers_through_the_one_endpoint(models: Path) -> None:
     assert status == 401, refused
 
 
-def test_status_reports_each_model(models: Path) -> None:
+def test_status_reports_each_model(models: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """status.yml: each model with its nodes, engine and a completion through the front; JSON by
     node and model."""
     inventories = with_models(models / "status", [ALPHA, BETA])
@@ -131,9 +131,15 @@ def test_status_reports_each_model(models: Path) -> None:
                 f"{FABRIC[entry['nodes'][0]]}:{entry['api_port']}: answers a completion through the endpoint"
                 in lines), failure(text.stdout)
         assert f"unit {unit(entry)}: active/running" in lines, failure(text.stdout)
+    monkeypatch.setenv("ANSIBLE_STDOUT_CALLBACK", "json")
     raw = run_playbook("playbooks/status.yml", "-e", "status_format=json", inventories=inventories)
     assert raw.returncode == 0, failure(raw.stdout + raw.stderr)
-    assert '"alpha"' in raw.stdout and '"beta"' in raw.stdout and '"models"' in raw.stdout, failure(raw.stdout)
+    reports = status_document(raw.stdout)["models"]
+    for entry in (ALPHA, BETA):
+        node, name = entry["nodes"][0], entry["name"]
+        assert reports[node][name]["units"][unit(entry)]["ActiveState"] == "active", reports[node]
+        # The head's report of each model: a completion of it through the front.
+        assert reports[HEAD][name]["endpoint"] == "answers a completion", reports[HEAD]
 
 
 def test_prometheus_scrapes_each_models_engine(models: Path) -> None:

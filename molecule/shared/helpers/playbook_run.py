@@ -7,6 +7,7 @@ under tests/.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -46,6 +47,17 @@ def overlay_inventory(directory: Path, host: str, host_vars_yaml: str) -> str:
     """An extra inventory that sets variables of one host over the molecule inventory
     (a later -i source wins), as a user's host_vars would. Returns its path."""
     return str(write_overlay_inventory(directory, {host: host_vars_yaml}))
+
+
+def status_document(output: str) -> dict:
+    """The msg of the task "Status as JSON" in the output of status.yml -e status_format=json run
+    with the json callback (ANSIBLE_STDOUT_CALLBACK=json): exactly one. The json callback's
+    document comes first; a notification callback (molecule enables `timer`) may print after it."""
+    run, _end = json.JSONDecoder().raw_decode(output.lstrip())
+    documents = [host["msg"] for play in run["plays"] for task in play["tasks"]
+                 if task["task"]["name"] == "Status as JSON" for host in task["hosts"].values() if "msg" in host]
+    assert len(documents) == 1, f"{len(documents)} documents"
+    return documents[0]
 
 
 def failure(output: str, tail: int = 3000) -> str:

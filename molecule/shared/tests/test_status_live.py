@@ -15,7 +15,7 @@ import pytest
 
 from endpoint import COMPLETION, call
 from nodes import NODES
-from playbook_run import failure, run_playbook
+from playbook_run import failure, run_playbook, status_document
 
 pytestmark = pytest.mark.gate
 
@@ -52,17 +52,6 @@ def load() -> Iterator[list[int]]:
     stop.set()
     for thread in threads:
         thread.join(60)
-
-
-def status_document(output: str) -> dict:
-    """The msg of the task "Status as JSON" in a json-callback run's output: exactly one. The json
-    callback's document comes first; a notification callback (molecule enables `timer`) may print
-    after it."""
-    run, _end = json.JSONDecoder().raw_decode(output.lstrip())
-    documents = [host["msg"] for play in run["plays"] for task in play["tasks"]
-                 if task["task"]["name"] == "Status as JSON" for host in task["hosts"].values() if "msg" in host]
-    assert len(documents) == 1, f"{len(documents)} documents"
-    return documents[0]
 
 
 def test_status_shows_the_load_per_group(load: list[int]) -> None:
