@@ -179,17 +179,20 @@ def test_a_killed_model_answers_503_until_healed_while_the_other_serves(models: 
 
 
 def remains_of(entry: dict[str, Any]) -> list[str]:
-    """What of a model is left on its node: units, their files (the guard's metrics too), its
-    container, its ports in the firewall."""
-    host = node_host(entry["nodes"][0])
-    found = host.run(f"ls -d /etc/systemd/system/{unit(entry)}* /etc/dgx-spark-vllm/{unit(entry)}* "
-                     f"/etc/dgx-spark-vllm/*/{unit(entry)}* {setting('dgx_spark_data_dir')}/metrics/{unit(entry)}* "
-                     f"2>/dev/null; "
-                     f"docker ps -a --format '{{{{.Names}}}}' | grep -x '{unit(entry)}'; "
-                     f"systemctl list-units --all --plain --no-legend '{unit(entry)}*'").stdout.split("\n")
-    ports = [f"port {port}" for port in (entry["api_port"], entry["guard_port"])
-             if host.run(f"nft get element inet dgx_spark_vllm internal_tcp '{{ {port} }}'").rc == 0]
-    return [line for line in found if line.strip()] + ports
+    """What of a model is left on any node: units, their files (the guard's metrics too), its
+    container, its ports in the firewall (each as "<node>: <what>")."""
+    left = []
+    for name in NODES:
+        host = node_host(name)
+        found = host.run(f"ls -d /etc/systemd/system/{unit(entry)}* /etc/dgx-spark-vllm/{unit(entry)}* "
+                         f"/etc/dgx-spark-vllm/*/{unit(entry)}* {setting('dgx_spark_data_dir')}/metrics/{unit(entry)}* "
+                         f"2>/dev/null; "
+                         f"docker ps -a --format '{{{{.Names}}}}' | grep -x '{unit(entry)}'; "
+                         f"systemctl list-units --all --plain --no-legend '{unit(entry)}*'").stdout.split("\n")
+        ports = [f"port {port}" for port in (entry["api_port"], entry["guard_port"])
+                 if host.run(f"nft get element inet dgx_spark_vllm internal_tcp '{{ {port} }}'").rc == 0]
+        left += [f"{name}: {line}" for line in found + ports if line.strip()]
+    return left
 
 
 def test_a_third_model_comes_and_goes_alone(models: Path) -> None:
@@ -206,7 +209,8 @@ def test_a_third_model_comes_and_goes_alone(models: Path) -> None:
     reports = {"alpha": alpha_load.report(), "beta": beta_load.report()}
     print("gamma added and removed; under load: "
           + "; ".join(f"{name}: {report.describe()}" for name, report in reports.items()))
-    assert f"port {GAMMA['api_port']}" in added, f"the check would not see gamma's firewall port: {added}"
+    gamma_port = f"{GAMMA['nodes'][0]}: port {GAMMA['api_port']}"
+    assert gamma_port in added, f"the check would not see gamma's firewall port: {added}"
     assert remains_of(GAMMA) == [], remains_of(GAMMA)
     status, _, body = answer(GAMMA)
     assert status == 404, body
@@ -232,24 +236,32 @@ headers = {"Content-Type": "application/json", "Authorization": "Bearer " + key}
 local = threading.local()
 
 def connection(path):
-    name = "front" if path == "front" else "engine"
-    if not hasattr(local, name):
+    if not hasattr(local, path):
         if path == "front":
             made = http.client.HTTPSConnection("127.0.0.1", int(front_port), timeout=60,
                                                context=ssl.create_default_context(cafile=certificate))
         else:
             host, port = engine.rsplit(":", 1)
             made = http.client.HTTPConnection(host, int(port), timeout=60)
-        setattr(local, name, made)
-    return getattr(local, name)
+        setattr(local, path, made)
+    return getattr(local, path)
 
 def post(path, body):
-    conn = connection(path)
-    started = time.perf_counter()
-    conn.request("POST", "/v1/completions", json.dumps(body), headers)
-    answer = conn.getresponse()
-    answer.read()
-    return answer.status, time.perf_counter() - started
+    for attempt in (1, 2):
+        conn = connection(path)
+        started = time.perf_counter()
+        try:
+            conn.request("POST", "/v1/completions", json.dumps(body), headers)
+            answer = conn.getresponse()
+            answer.read()
+            return answer.status, time.perf_counter() - started
+        except (BrokenPipeError, ConnectionResetError, http.client.RemoteDisconnected):
+            # The server closed the connection while it sat idle (the engine's uvicorn after 5 s
+            # of keep-alive, during the other path's rounds): once more on a new one.
+            conn.close()
+            delattr(local, path)
+            if attempt == 2:
+                raise
 
 fast = {"model": "alpha", "prompt": "x", "max_tokens": "many"}
 real = {"model": "alpha", "prompt": "The cluster", "max_tokens": 128, "temperature": 0, "ignore_eos": True}
