@@ -168,7 +168,7 @@ class _Checker:
 
     def nodes(self) -> None:
         for node, shares in self.shares.items():
-            total = sum(share for _, share in shares)
+            total = sum(share for _model, share in shares)
             if total > self.share_limit + 1e-9:
                 parts = " + ".join(f"{who} {share:g}" for who, share in shares)
                 self.errors.append(f"Host {node}: the models on it take {total:.2f} of its memory ({parts}), over "

@@ -105,14 +105,14 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 def test_each_model_answers_through_the_one_endpoint(models: Path) -> None:
     for entry in (ALPHA, BETA):
-        status, _, body = answer(entry)
+        status, _headers, body = answer(entry)
         assert status == 200, body
         assert body["model"] == entry["name"], body
         assert body["usage"]["completion_tokens"] == 8, body
     status, listed = call("/v1/models")
     assert status == 200, listed
     assert sorted(item["id"] for item in listed["data"]) == ["alpha", "beta"], listed
-    status, _, body = answer({"name": "no-such-model"})
+    status, _headers, body = answer({"name": "no-such-model"})
     assert status == 404, body
     assert body["error"]["type"] == "NotFoundError" and body["error"]["param"] == "model", body
     status, refused = call("/v1/models", key="not-the-key")
@@ -200,7 +200,7 @@ def test_a_third_model_comes_and_goes_alone(models: Path) -> None:
     with SteadyLoad(rate=RATE / 2, completion=completion(ALPHA)) as alpha_load, \
             SteadyLoad(rate=RATE / 2, completion=completion(BETA)) as beta_load:
         converge(models / "three", [ALPHA, BETA, GAMMA])
-        status, _, body = answer(GAMMA)
+        status, _headers, body = answer(GAMMA)
         assert status == 200 and body["model"] == "gamma", body
         status, listed = call("/v1/models")
         assert sorted(item["id"] for item in listed["data"]) == ["alpha", "beta", "gamma"], listed
@@ -212,7 +212,7 @@ def test_a_third_model_comes_and_goes_alone(models: Path) -> None:
     gamma_port = f"{GAMMA['nodes'][0]}: port {GAMMA['api_port']}"
     assert gamma_port in added, f"the check would not see gamma's firewall port: {added}"
     assert remains_of(GAMMA) == [], remains_of(GAMMA)
-    status, _, body = answer(GAMMA)
+    status, _headers, body = answer(GAMMA)
     assert status == 404, body
     assert {entry["name"]: start_time(entry) for entry in (ALPHA, BETA)} == before
     for name, report in reports.items():

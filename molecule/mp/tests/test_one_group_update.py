@@ -1,9 +1,10 @@
 """One tensor-parallel group over both nodes (no replica to serve meanwhile): a flag change
 through serve.yml, and a model switch through site.yml (another model's files, the served name
-kept), under a steady load (load.py, 2 requests/s) cost no more than the engine's own start. Everything that can happen while the old engine serves happens first (the image and
-weights checked, units rendered, vLLM's own check of the new command); the gap is only the
-restart, and clients see 503 with Retry-After from the front there, never a refused connection
-or another error.
+kept), under a steady load (load.py, 2 requests/s) cost no more than the engine's own start.
+Everything that can happen while the old engine serves happens first (the image and weights
+checked, units rendered, vLLM's own check of the new command); the gap is only the restart, and
+clients see 503 with Retry-After from the front there, never a refused connection or another
+error.
 
 The floor, measured once in the same module: both units restarted by hand to the first
 completion. Each test leaves the inventory's own configuration in place again at its end.
