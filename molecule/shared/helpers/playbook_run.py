@@ -18,7 +18,6 @@ from pathlib import Path
 import yaml
 
 from ansible_run import REPO, run_ansible_playbook, write_overlay_inventory
-from endpoint import assert_completes
 
 
 def run_playbook(playbook: str, *extra: str, inventories: tuple[str, ...] = (),
@@ -33,6 +32,10 @@ def run_playbook(playbook: str, *extra: str, inventories: tuple[str, ...] = (),
 def converged(*inventories: str) -> Iterator[None]:
     """The cluster converged by site.yml with these inventories over the scenario's, and back to the
     scenario's own (a completion answered) when the block ends, however it ends."""
+    # Here, not at the top: endpoint reads the scenario's settings when imported, which a run of a
+    # playbook does not need (tests/integration/test_molecule_playbook_run.py imports this file alone).
+    from endpoint import assert_completes  # pylint: disable=import-outside-toplevel
+
     result = run_playbook("site.yml", inventories=inventories)
     assert result.returncode == 0, failure(result.stdout + result.stderr)
     try:
