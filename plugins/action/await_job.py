@@ -2,38 +2,25 @@
 # Apache License 2.0 (see LICENSE)
 """Wait for an async job on a node, showing the last line of its log every so often.
 
-The module documentation is in plugins/modules/await_job.py.
+The module documentation is in plugins/modules/await_job.py; the module is the node's side of
+the wait: one round, up to a progress line's interval, that ends as soon as the job finished.
 """
 
 from __future__ import annotations
 
-import base64
 import time
 from typing import Any
 
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
+from ansible_collections.dgx_spark.vllm.plugins.modules.await_job import ARGUMENT_SPEC
+
 display = Display()
-
-ARGUMENT_SPEC: dict[str, dict[str, Any]] = {
-    "jid": {"type": "str", "required": True},
-    "log": {"type": "path", "required": True},
-    "description": {"type": "str", "required": True},
-    "timeout": {"type": "int", "required": True},
-    "interval": {"type": "int", "default": 30},
-    "poll": {"type": "int", "default": 5},
-}
-
-
-def last_line(text: str) -> str:
-    """The log's last non-empty line (a progress line); carriage-return redraws count as lines."""
-    lines = [line.strip() for line in text.replace("\r", "\n").splitlines() if line.strip()]
-    return lines[-1] if lines else "(nothing logged yet)"
 
 
 class ActionModule(ActionBase):
-    """await_job: poll async_status; every `interval` seconds display the log's last line."""
+    """await_job: rounds of the module on the node, a progress line after each, then async_status."""
 
     TRANSFERS_FILES = False
     _requires_connection = True
@@ -42,40 +29,33 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         host = (task_vars or {}).get("inventory_hostname", "?")
+        # Where the job's status is: the shell's async_dir, as the async task that started it used.
+        async_dir = self._remote_expand_user(self.get_shell_option("async_dir", default="~/.ansible_async"))
         began = time.monotonic()
-        next_report = began + args["interval"]
         shown: list[str] = []
         while True:
-            status = self._job_status(args["jid"], task_vars)
-            if status.get("finished") or status.get("failed"):
-                result.update(status)
-                result["progress"] = shown
-                return result
-            now = time.monotonic()
-            if now >= next_report:
-                line = last_line(self._read_log(args["log"], task_vars))
-                display.display(f"{host}: {args['description']}: {line}")
-                shown.append(line)
-                next_report = now + args["interval"]
-            if now - began > args["timeout"]:
+            left = args["timeout"] - (time.monotonic() - began)
+            if left <= 0:
                 result.update(failed=True, progress=shown, ansible_job_id=args["jid"],
                               msg=f"{args['description']} still running after {args['timeout']} s "
                                   f"(job {args['jid']}; its log: {args['log']}). Last: {shown[-1] if shown else '-'}")
                 return result
-            time.sleep(min(args["poll"], args["interval"]))
+            round_args = dict(args, interval=max(1, min(args["interval"], int(left + 0.999))), async_dir=async_dir)
+            waited = self._execute_module(module_name="dgx_spark.vllm.await_job", module_args=round_args,
+                                          task_vars=task_vars)
+            if waited.get("failed"):
+                result.update(waited, progress=shown)
+                return result
+            if waited.get("finished"):
+                result.update(self._job_status(args["jid"], async_dir, task_vars))
+                result["progress"] = shown
+                return result
+            display.display(f"{host}: {args['description']}: {waited.get('line', '')}")
+            shown.append(str(waited.get("line", "")))
 
-    def _job_status(self, jid: str, task_vars: dict[str, Any] | None) -> dict[str, Any]:
-        """What ansible.builtin.async_status says of the job."""
-        async_dir = self._remote_expand_user(self.get_shell_option("async_dir", default="~/.ansible_async"))
+    def _job_status(self, jid: str, async_dir: str, task_vars: dict[str, Any] | None) -> dict[str, Any]:
+        """What ansible.builtin.async_status says of the finished job (its whole result)."""
         status: dict[str, Any] = self._execute_module(
             module_name="ansible.legacy.async_status", task_vars=task_vars,
             module_args={"jid": jid, "mode": "status", "_async_dir": async_dir})
         return status
-
-    def _read_log(self, path: str, task_vars: dict[str, Any] | None) -> str:
-        """The log's text, or empty while it does not exist."""
-        slurped = self._execute_module(module_name="ansible.legacy.slurp", task_vars=task_vars,
-                                       module_args={"src": path})
-        if slurped.get("failed"):
-            return ""
-        return base64.b64decode(slurped.get("content", "")).decode("utf-8", "replace")

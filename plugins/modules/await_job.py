@@ -1,7 +1,9 @@
 #!/usr/bin/python
 # Copyright: dgx_spark.vllm maintainers
 # Apache License 2.0 (see LICENSE)
-"""Documentation of the await_job action (plugins/action/await_job.py does the work)."""
+"""await_job on the node: one round of waiting for an async job, and its log's last line.
+
+The action (plugins/action/await_job.py) runs a round per progress line until the job finished."""
 
 from __future__ import annotations
 
@@ -17,7 +19,9 @@ description:
     elapsed 0:00:30".
   - A long download or transfer then shows how far it got instead of nothing for an hour.
   - Returns the job's own result (rc, stdout, stderr, ...) once it finished; fails when it ran past O(timeout).
-  - An action plugin; the controller polls the node every O(poll) seconds.
+  - The wait runs on the node, one module run per progress line; it looks at the job every O(poll) seconds
+    there, so the task ends within O(poll) of the job (the controller's own async_status polling would cost a
+    module run per look).
 options:
   jid:
     description: The job id, from the registered result of the C(async) task (C(ansible_job_id)).
@@ -40,9 +44,15 @@ options:
     type: int
     default: 30
   poll:
-    description: Seconds between two looks at the job (at most O(interval)).
-    type: int
-    default: 5
+    description: Seconds between two looks at the job on the node (at most O(interval)).
+    type: float
+    default: 0.5
+  async_dir:
+    description:
+      - The folder on the node where async jobs keep their status; the action sets it from the shell's
+        C(async_dir), where the task that started the job put it.
+    type: path
+    default: ~/.ansible_async
 author:
   - dgx_spark.vllm maintainers (!UNKNOWN)
 """
@@ -85,3 +95,69 @@ progress:
   elements: str
   sample: ["downloaded 3.0 GiB of 120.0 GiB (2%), 110.5 MiB/s, elapsed 0:00:30"]
 """
+
+import json
+import os
+import time
+from typing import Any
+
+from ansible.module_utils.basic import AnsibleModule
+
+ARGUMENT_SPEC: dict[str, dict[str, Any]] = {
+    "jid": {"type": "str", "required": True},
+    "log": {"type": "path", "required": True},
+    "description": {"type": "str", "required": True},
+    "timeout": {"type": "int", "required": True},
+    "interval": {"type": "int", "default": 30},
+    "poll": {"type": "float", "default": 0.5},
+    "async_dir": {"type": "path", "default": "~/.ansible_async"},
+}
+
+
+def job_finished(text: str) -> bool:
+    """Whether an async job's status file says it finished: the wrapper's first write holds
+    "started", the job's result replaces it (a file caught mid-write is not finished yet)."""
+    try:
+        status = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(status, dict) and "started" not in status
+
+
+def read_text(path: str) -> str:
+    """The file's text, or empty while it does not exist."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read()
+    except OSError:
+        return ""
+
+
+def wait_for_job(status_file: str, seconds: float, poll: float) -> bool:
+    """Look at the job every ``poll`` seconds for at most ``seconds``: whether it finished."""
+    until = time.monotonic() + seconds
+    while True:
+        if job_finished(read_text(status_file)):
+            return True
+        left = until - time.monotonic()
+        if left <= 0:
+            return False
+        time.sleep(min(poll, left))
+
+
+def last_line(text: str) -> str:
+    """The log's last non-empty line (a progress line); carriage-return redraws count as lines."""
+    lines = [line.strip() for line in text.replace("\r", "\n").splitlines() if line.strip()]
+    return lines[-1] if lines else "(nothing logged yet)"
+
+
+def main() -> None:
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    params = module.params
+    status_file = os.path.join(params["async_dir"], params["jid"])
+    finished = wait_for_job(status_file, params["interval"], max(params["poll"], 0.05))
+    module.exit_json(changed=False, finished=finished, line=last_line(read_text(params["log"])))
+
+
+if __name__ == "__main__":
+    main()
