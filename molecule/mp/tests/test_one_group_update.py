@@ -6,6 +6,10 @@ checked, units rendered, vLLM's own check of the new command); the gap is only t
 clients see 503 with Retry-After from the front there, never a refused connection or another
 error.
 
+A forced restart with nothing changed (serve.yml alone, after a converge with the inventory's
+own configuration) restarts serving as it is: the old engine begins to stop at most 10 s into
+the run, and the run costs at most 1.2 x the floor.
+
 The floor, measured once in the same module: both units restarted by hand to the first
 completion. Each test leaves the inventory's own configuration in place again at its end.
 """
@@ -15,7 +19,7 @@ import re
 import threading
 import time
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -31,6 +35,10 @@ RATE = 2.0
 CHANGED_FLAGS = [*setting("vllm_serve_extra_args"), "--max-num-seqs", "8"]
 # The gap may exceed the engine's own start by this much (Ansible's turns between stop and start).
 GAP_OVER_FLOOR = 1.1
+# A forced restart with nothing changed: seconds before the old engine begins to stop, and the
+# whole run against the floor.
+RESTART_BEGINS_WITHIN = 10.0
+RESTART_RUN_OVER_FLOOR = 1.2
 
 
 def head_engine_started_at() -> float:
@@ -38,6 +46,13 @@ def head_engine_started_at() -> float:
     started_at = node_host(NODES[0]).check_output("docker inspect --format '{{.State.StartedAt}}' vllm-serve")
     # Docker gives nanoseconds; fromisoformat takes up to microseconds.
     return datetime.fromisoformat(re.sub(r"(\.\d{6})\d*", r"\1", started_at)).timestamp()
+
+
+def head_engine_stopping_at() -> float:
+    """When the head's serving unit last left the active state (Unix time): a restart's start."""
+    text = node_host(NODES[0]).check_output(
+        "systemctl show --property=ActiveExitTimestamp --value --timestamp=us+utc vllm-serve")
+    return datetime.strptime(text, "%a %Y-%m-%d %H:%M:%S.%f UTC").replace(tzinfo=timezone.utc).timestamp()
 
 
 def floor_seconds() -> float:
@@ -99,3 +114,21 @@ def test_a_model_switch_costs_only_the_restart_and_clients_get_503_meanwhile(
     switch = another_model(tmp_path)
     overlay = write_overlay_inventory(tmp_path, {name: switch for name in NODES})
     update_under_load("site.yml", overlay, floor, "model switch")
+
+
+def test_a_forced_restart_with_nothing_changed_costs_no_more_than_the_engines_start(floor: float) -> None:
+    # The test before converged the inventory's own configuration (inventory_at_the_end).
+    started, started_wall = time.monotonic(), time.time()
+    result = run_playbook("playbooks/serve.yml")
+    seconds_to_first_completion(time.monotonic(), deadline=60)
+    run_seconds = time.monotonic() - started
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, failure(output)
+    restart_began = head_engine_stopping_at() - started_wall
+    print(f"one group, forced restart with nothing changed: the old head engine began to stop {restart_began:.1f} s "
+          f"into the run, run {run_seconds:.1f} s, floor {floor:.1f} s (run/floor {run_seconds / floor:.2f})")
+    assert "serving restarts as it is" in output, failure(output)
+    assert restart_began <= RESTART_BEGINS_WITHIN, \
+        f"the restart began {restart_began:.1f} s into the run (> {RESTART_BEGINS_WITHIN} s)"
+    assert run_seconds <= RESTART_RUN_OVER_FLOOR * floor, \
+        f"run {run_seconds:.1f} s > {RESTART_RUN_OVER_FLOOR} x floor {floor:.1f} s"

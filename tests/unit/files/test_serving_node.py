@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -99,3 +100,36 @@ def test_an_engine_that_does_not_answer_has_nothing_to_drain(
         fake_clock: dict[str, float], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(node, "request", lambda *_a, **_k: (0, "connection refused"))
     assert node.drain("http://e/metrics", 60) == (True, 0.0)
+
+
+def kept_serving(tmp_path: Path, stamp: str) -> tuple[Path, list[Path]]:
+    """A unit and an environment file, their copies in the last known good folder and its record."""
+    live, last_good = tmp_path / "etc", tmp_path / "last-good"
+    live.mkdir()
+    last_good.mkdir()
+    files = [live / "vllm-serve.service", live / "vllm-serve.env"]
+    for path in files:
+        path.write_text(f"content of {path.name}\n")
+        (last_good / path.name).write_text(f"content of {path.name}\n")
+    record = last_good / "vllm-serve.as-is.json"
+    record.write_text(json.dumps({"stamp": stamp}))
+    return record, files
+
+
+def test_serving_restarts_as_it_is_when_the_stamp_and_every_file_match(tmp_path: Path) -> None:
+    record, files = kept_serving(tmp_path, "a" * 64)
+    assert node.as_is_verdict(record, "a" * 64, files)[0]
+
+
+def test_changed_inputs_a_changed_file_or_no_record_converge_first(tmp_path: Path) -> None:
+    record, files = kept_serving(tmp_path, "a" * 64)
+    assert node.as_is_verdict(record, "b" * 64, files) == \
+        (False, "the inputs changed since the last converge that served")
+    assert not node.as_is_verdict(record, "", files)[0]
+    files[1].write_text("VLLM_HOST_IP=198.51.100.99\n")
+    assert node.as_is_verdict(record, "a" * 64, files) == \
+        (False, f"{files[1]} differs from what the last converge that served left")
+    files[1].unlink()
+    assert "cannot be read" in node.as_is_verdict(record, "a" * 64, files)[1]
+    record.unlink()
+    assert node.as_is_verdict(record, "a" * 64, files)[1].startswith("no record of a converge that served")
