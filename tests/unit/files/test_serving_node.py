@@ -116,20 +116,32 @@ def kept_serving(tmp_path: Path, stamp: str) -> tuple[Path, list[Path]]:
     return record, files
 
 
+def running(unit: str) -> str:
+    return "active"
+
+
 def test_serving_restarts_as_it_is_when_the_stamp_and_every_file_match(tmp_path: Path) -> None:
     record, files = kept_serving(tmp_path, "a" * 64)
-    assert node.as_is_verdict(record, "a" * 64, files)[0]
+    assert node.as_is_verdict(record, "a" * 64, files, ["vllm-serve-guard"], running)[0]
+
+
+def test_a_unit_a_converge_would_start_makes_it_converge(tmp_path: Path) -> None:
+    record, files = kept_serving(tmp_path, "a" * 64)
+    states = {"vllm-serve-guard": "active", "vllm-serve-endpoint": "failed"}
+    assert node.as_is_verdict(record, "a" * 64, files, list(states), states.__getitem__) == \
+        (False, "vllm-serve-endpoint does not run (a converge starts it)")
 
 
 def test_changed_inputs_a_changed_file_or_no_record_converge_first(tmp_path: Path) -> None:
     record, files = kept_serving(tmp_path, "a" * 64)
-    assert node.as_is_verdict(record, "b" * 64, files) == \
+    assert node.as_is_verdict(record, "b" * 64, files, [], running) == \
         (False, "the inputs changed since the last converge that served")
-    assert not node.as_is_verdict(record, "", files)[0]
+    assert not node.as_is_verdict(record, "", files, [], running)[0]
     files[1].write_text("VLLM_HOST_IP=198.51.100.99\n")
-    assert node.as_is_verdict(record, "a" * 64, files) == \
+    assert node.as_is_verdict(record, "a" * 64, files, [], running) == \
         (False, f"{files[1]} differs from what the last converge that served left")
     files[1].unlink()
-    assert "cannot be read" in node.as_is_verdict(record, "a" * 64, files)[1]
+    assert "cannot be read" in node.as_is_verdict(record, "a" * 64, files, [], running)[1]
     record.unlink()
-    assert node.as_is_verdict(record, "a" * 64, files)[1].startswith("no record of a converge that served")
+    assert node.as_is_verdict(record, "a" * 64, files, [], running)[1].startswith(
+        "no record of a converge that served")
