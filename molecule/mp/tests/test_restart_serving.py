@@ -72,7 +72,9 @@ def test_serve_playbook_with_nothing_changed_restarts_serving_as_it_is(record_pr
 
     output = result.stdout + result.stderr
     assert result.returncode == 0, failure(output)
-    assert "Nothing changed since the last converge that served: serving restarts as it is" in output, failure(output)
+    # Flattened: the callback wraps long messages.
+    assert "Nothing changed since the last converge that served: serving restarts as it is" in " ".join(output.split()), \
+        failure(output)
     assert API_KEY not in output
     for name, host in hosts.items():
         container, services = host.check_output(SERVING_CONTAINER), host.check_output(OTHER_SERVICES)
