@@ -1,12 +1,15 @@
 """Print, as one JSON object, what the fabric derivation needs from a node's sysfs.
 
-Run on the node as ``python3 -c "<this file>" [SYSFS_ROOT]`` (default ``/sys``); it only reads.
-The same facts ``ibdev2netdev`` and ``show_gids`` print:
+Run on the node as ``python3 -c "<this file>" [--sysfs ROOT] [--device PATH]...`` (sysfs
+default ``/sys``); it only reads. The same facts ``ibdev2netdev`` and ``show_gids`` print, and
+whether each device node named exists (the RDMA device folder, the GPU's control node), in the
+same module run:
 
     {"interfaces": {"enp1s0f0np0": {"pci": "0000:01:00.0", "operstate": "up", "mtu": 9000,
                                     "speed": 200000}, ...},
      "rdma": {"rocep1s0f0": {"netdev": "enp1s0f0np0", "pci": "0000:01:00.0",
-                             "roce_v2_gids": {"3": "::ffff:192.168.200.12"}}, ...}}
+                             "roce_v2_gids": {"3": "::ffff:192.168.200.12"}}, ...},
+     "devices": {"/dev/infiniband": {"exists": true, "isdir": true}, ...}}
 
 ``pci`` is the PCI address the interface's ``device`` link resolves to (null for a virtual
 interface); ``roce_v2_gids`` maps each GID index of port 1 whose type is ``RoCE v2`` to its GID,
@@ -14,6 +17,7 @@ an IPv4-mapped GID written ``::ffff:a.b.c.d``. Unreadable entries are left out, 
 """
 from __future__ import annotations
 
+import argparse
 import ipaddress
 import json
 import os
@@ -93,9 +97,21 @@ def rdma_devices(root: str) -> dict[str, dict[str, Any]]:
     return found
 
 
-def gather(root: str) -> dict[str, Any]:
-    return {"interfaces": interfaces(root), "rdma": rdma_devices(root)}
+def device_nodes(paths: list[str]) -> dict[str, dict[str, bool]]:
+    return {path: {"exists": os.path.exists(path), "isdir": os.path.isdir(path)} for path in paths}
+
+
+def gather(root: str, devices: list[str] | None = None) -> dict[str, Any]:
+    return {"interfaces": interfaces(root), "rdma": rdma_devices(root), "devices": device_nodes(devices or [])}
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="fabric_sysfs")
+    parser.add_argument("--sysfs", default="/sys")
+    parser.add_argument("--device", action="append", default=[])
+    args = parser.parse_args(argv)
+    print(json.dumps(gather(args.sysfs, args.device), sort_keys=True))
 
 
 if __name__ == "__main__":
-    print(json.dumps(gather(sys.argv[1] if len(sys.argv) > 1 else "/sys"), sort_keys=True))
+    main(sys.argv[1:])

@@ -2,7 +2,10 @@
 RDMA devices linked to their PCI functions, GID tables with their types."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
+
+import pytest
 
 from support.role_files import load_role_file
 
@@ -58,4 +61,15 @@ def test_interfaces_rdma_devices_and_roce_v2_gids_are_read(tmp_path: Path) -> No
 
 
 def test_a_machine_without_sysfs_entries_has_nothing(tmp_path: Path) -> None:
-    assert fs.gather(str(tmp_path)) == {"interfaces": {}, "rdma": {}}
+    assert fs.gather(str(tmp_path)) == {"interfaces": {}, "rdma": {}, "devices": {}}
+
+
+def test_device_nodes_named_on_the_command_line_are_looked_at(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "dev" / "infiniband").mkdir(parents=True)
+    (tmp_path / "dev" / "nvidiactl").write_text("")
+    rdma, gpu, missing = (str(tmp_path / "dev" / name) for name in ("infiniband", "nvidiactl", "absent"))
+    fs.main(["--sysfs", str(spark_tree(tmp_path / "sys")), "--device", rdma, "--device", gpu, "--device", missing])
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["devices"] == {rdma: {"exists": True, "isdir": True}, gpu: {"exists": True, "isdir": False},
+                                  missing: {"exists": False, "isdir": False}}
+    assert sorted(printed["rdma"]) == ["roceP2p1s0f0", "rocep1s0f0"]
