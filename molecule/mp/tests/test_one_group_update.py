@@ -20,7 +20,7 @@ import re
 import threading
 import time
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -28,7 +28,7 @@ import pytest
 from ansible_run import write_overlay_inventory
 from endpoint import assert_completes, seconds_to_first_completion
 from load import SteadyLoad
-from nodes import NODES, node_host
+from nodes import NODES, node_host, serving_stopping_at
 from playbook_run import failure, run_playbook
 from settings import another_model, setting
 
@@ -47,13 +47,6 @@ def head_engine_started_at() -> float:
     started_at = node_host(NODES[0]).check_output("docker inspect --format '{{.State.StartedAt}}' vllm-serve")
     # Docker gives nanoseconds; fromisoformat takes up to microseconds.
     return datetime.fromisoformat(re.sub(r"(\.\d{6})\d*", r"\1", started_at)).timestamp()
-
-
-def head_engine_stopping_at() -> float:
-    """When the head's serving unit last left the active state (Unix time): a restart's start."""
-    text = node_host(NODES[0]).check_output(
-        "systemctl show --property=ActiveExitTimestamp --value --timestamp=us+utc vllm-serve")
-    return datetime.strptime(text, "%a %Y-%m-%d %H:%M:%S.%f UTC").replace(tzinfo=timezone.utc).timestamp()
 
 
 def floor_seconds() -> float:
@@ -125,7 +118,7 @@ def test_a_forced_restart_with_nothing_changed_costs_no_more_than_the_engines_st
     run_seconds = time.monotonic() - started
     output = result.stdout + result.stderr
     assert result.returncode == 0, failure(output)
-    restart_began = head_engine_stopping_at() - started_wall
+    restart_began = serving_stopping_at(NODES[0]) - started_wall
     print(f"one group, forced restart with nothing changed: the old head engine began to stop {restart_began:.1f} s "
           f"into the run, run {run_seconds:.1f} s, floor {floor:.1f} s (run/floor {run_seconds / floor:.2f})")
     # Flattened: the callback wraps long messages.

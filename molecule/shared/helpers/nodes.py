@@ -6,6 +6,7 @@ import ipaddress
 import json
 import os
 import ssl
+from datetime import datetime, timezone
 from pathlib import Path
 
 import testinfra
@@ -133,6 +134,14 @@ def journal_since(name: str, units: list[str], since: int, pattern: str = "", li
     result = node_host(name).run(f"journalctl {units_args} --since @{since} -o short-precise --no-pager"
                                  f"{selected} | cut -c8-230 | tail -n {lines}")
     return f"--- {name}: {', '.join(units)}\n{result.stdout}{result.stderr}"
+
+
+def serving_stopping_at(name: str) -> float:
+    """When the node's serving unit last left the active state (Unix time: the nodes share this
+    machine's clock): a restart's start."""
+    text = node_host(name).check_output(
+        "systemctl show --property=ActiveExitTimestamp --value --timestamp=us+utc vllm-serve")
+    return datetime.strptime(text, "%a %Y-%m-%d %H:%M:%S.%f UTC").replace(tzinfo=timezone.utc).timestamp()
 
 
 def serving_starts_since(name: str, since: int) -> int:
