@@ -29,6 +29,9 @@ COLLECTIONS = REPO / ".collections"
 # verbatim (what a user's host_vars file would hold, tags and comments included).
 HostVars = Mapping[str, Any] | str
 
+# The return code of a run killed at its deadline (timeout(1)'s).
+TIMED_OUT = 124
+
 
 def ensure_collection_loader() -> None:
     """Install Ansible's collection loader on .collections once per process.
@@ -160,10 +163,24 @@ def run_ansible_playbook(playbook: Path | str, inventories: Sequence[Path | str]
     """Run ansible-playbook and return the finished process; a failed run does not raise.
 
     Tests assert on the return code and on the output, which is the point of most of them.
+    A run past ``timeout`` is killed and returns as failed (rc 124, as timeout(1) gives) with
+    the output it had printed, so that the test's report shows where it was.
     """
-    return subprocess.run(playbook_command(playbook, inventories, extra_vars, extra_args),
-                          cwd=cwd, env=ansible_env(config), capture_output=True, text=True,
-                          timeout=timeout, check=False)
+    command = playbook_command(playbook, inventories, extra_vars, extra_args)
+    try:
+        return subprocess.run(command, cwd=cwd, env=ansible_env(config), capture_output=True, text=True,
+                              timeout=timeout, check=False)
+    except subprocess.TimeoutExpired as expired:
+        return subprocess.CompletedProcess(
+            command, TIMED_OUT, stdout=_text(expired.stdout),
+            stderr=_text(expired.stderr) + f"\n(the playbook run was killed: still running after {timeout} s)\n")
+
+
+def _text(output: str | bytes | None) -> str:
+    """What a killed process had printed (subprocess gives it as bytes even in text mode)."""
+    if isinstance(output, bytes):
+        return output.decode("utf-8", errors="replace")
+    return output or ""
 
 
 def flat_output(proc: subprocess.CompletedProcess[str]) -> str:

@@ -1,0 +1,37 @@
+"""A playbook run past its deadline comes back as a failed run with what it had printed,
+so that a test's report shows where it was (not only subprocess's TimeoutExpired)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from support import ansible_run
+
+
+@pytest.fixture
+def slow_playbook_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ansible-playbook replaced by a script that prints a task line, then hangs."""
+    script = tmp_path / "ansible-playbook"
+    script.write_text("#!/bin/sh\necho 'TASK [the slow one]'\necho 'a warning' >&2\nexec sleep 30\n")
+    script.chmod(0o755)
+    monkeypatch.setattr(ansible_run, "ansible_playbook_executable", lambda: str(script))
+
+
+@pytest.mark.usefixtures("slow_playbook_command")
+def test_a_run_past_its_deadline_fails_with_its_output_so_far(tmp_path: Path) -> None:
+    result = ansible_run.run_ansible_playbook("site.yml", [str(tmp_path / "hosts.yml")], timeout=2)
+    assert result.returncode == ansible_run.TIMED_OUT
+    assert "TASK [the slow one]" in result.stdout
+    assert "a warning" in result.stderr
+    assert "still running after 2 s" in result.stderr
+
+
+def test_a_run_within_its_deadline_is_returned_as_it_ended(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    script = tmp_path / "ansible-playbook"
+    script.write_text("#!/bin/sh\necho done\nexit 3\n")
+    script.chmod(0o755)
+    monkeypatch.setattr(ansible_run, "ansible_playbook_executable", lambda: str(script))
+    result = ansible_run.run_ansible_playbook("site.yml", [str(tmp_path / "hosts.yml")], timeout=20)
+    assert (result.returncode, result.stdout) == (3, "done\n")
