@@ -9,17 +9,17 @@ import pytest
 from support import ansible_run
 
 
-@pytest.fixture
-def slow_playbook_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """ansible-playbook replaced by a script that prints a task line, then hangs."""
+def fake_playbook_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script_body: str) -> None:
+    """ansible-playbook replaced by a shell script with this body."""
     script = tmp_path / "ansible-playbook"
-    script.write_text("#!/bin/sh\necho 'TASK [the slow one]'\necho 'a warning' >&2\nexec sleep 30\n")
+    script.write_text("#!/bin/sh\n" + script_body)
     script.chmod(0o755)
     monkeypatch.setattr(ansible_run, "ansible_playbook_executable", lambda: str(script))
 
 
-@pytest.mark.usefixtures("slow_playbook_command")
-def test_a_run_past_its_deadline_fails_with_its_output_so_far(tmp_path: Path) -> None:
+def test_a_run_past_its_deadline_fails_with_its_output_so_far(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_playbook_command(tmp_path, monkeypatch, "echo 'TASK [the slow one]'\necho 'a warning' >&2\nexec sleep 30\n")
     result = ansible_run.run_ansible_playbook("site.yml", [str(tmp_path / "hosts.yml")], timeout=2)
     assert result.returncode == ansible_run.TIMED_OUT
     assert "TASK [the slow one]" in result.stdout
@@ -29,9 +29,6 @@ def test_a_run_past_its_deadline_fails_with_its_output_so_far(tmp_path: Path) ->
 
 def test_a_run_within_its_deadline_is_returned_as_it_ended(tmp_path: Path,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    script = tmp_path / "ansible-playbook"
-    script.write_text("#!/bin/sh\necho done\nexit 3\n")
-    script.chmod(0o755)
-    monkeypatch.setattr(ansible_run, "ansible_playbook_executable", lambda: str(script))
+    fake_playbook_command(tmp_path, monkeypatch, "echo done\nexit 3\n")
     result = ansible_run.run_ansible_playbook("site.yml", [str(tmp_path / "hosts.yml")], timeout=20)
     assert (result.returncode, result.stdout) == (3, "done\n")
