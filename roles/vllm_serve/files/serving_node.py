@@ -19,10 +19,6 @@ Subcommands:
                                             request (vLLM's own gauges), then stop UNIT; the
                                             result as JSON (a restart's drain and the old
                                             head's stop in one step: serving_rollout)
-  as-is RECORD STAMP FILE... [--running UNIT...]
-                                            whether serving may restart as it is: RECORD (in
-                                            the last known good folder) holds STAMP, each FILE
-                                            equals its copy there and each UNIT runs; as JSON
 """
 from __future__ import annotations
 
@@ -37,7 +33,6 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from collections.abc import Callable
 from typing import Any
 
 LOG_LINE = re.compile(r"\b(INFO|WARNING|ERROR|CRITICAL)\b|Error|Traceback")
@@ -317,43 +312,6 @@ def served_report(container: str, unit_file: str, label: str) -> dict[str, Any]:
             "config": running, "config_current": bool(current) and running == current}
 
 
-# ---- a restart of unchanged serving (playbooks/serve.yml) ---------------------
-
-def unit_state(unit: str) -> str:
-    """systemd's ActiveState of the unit (empty when systemd does not answer)."""
-    return unit_show(unit, "ActiveState").get("ActiveState", "")
-
-
-def as_is_verdict(record: Path, stamp: str, files: list[Path], units: list[str],
-                  state: Callable[[str], str] = unit_state) -> tuple[bool, str]:
-    """(as is, why not): the last converge that served recorded this run's stamp, every serving
-    file is still the copy it kept beside the record, and every unit a converge would start runs."""
-    try:
-        recorded = json.loads(record.read_text(encoding="utf-8")).get("stamp", "")
-    except (OSError, ValueError, AttributeError) as error:
-        return False, f"no record of a converge that served ({record}: {error.__class__.__name__})"
-    if not stamp or recorded != stamp:
-        return False, "the inputs changed since the last converge that served"
-    for path in files:
-        kept = record.parent / path.name
-        try:
-            if path.read_bytes() != kept.read_bytes():
-                return False, f"{path} differs from what the last converge that served left"
-        except OSError as error:
-            return False, f"{path} or its copy {kept} cannot be read ({error.strerror})"
-    for unit in units:
-        if state(unit) != "active":
-            return False, f"{unit} does not run (a converge starts it)"
-    return True, "the inputs and the serving files are those of the last converge that served"
-
-
-def as_is(args: list[str]) -> int:
-    end = args.index("--running") if "--running" in args else len(args)
-    same, why = as_is_verdict(Path(args[0]), args[1], [Path(path) for path in args[2:end]], args[end + 1:])
-    print(json.dumps({"as_is": same, "why": why}))
-    return 0
-
-
 def status(args: list[str]) -> int:
     with open(args[0], encoding="utf-8") if args[0] != "-" else sys.stdin as settings_file:
         settings = json.load(settings_file)
@@ -376,7 +334,7 @@ def status(args: list[str]) -> int:
 
 def main() -> int:
     commands = {"probe": probe, "backoff": backoff, "status": status,
-                "await-container": await_container, "stop": stop, "drain-stop": drain_stop, "as-is": as_is}
+                "await-container": await_container, "stop": stop, "drain-stop": drain_stop}
     if len(sys.argv) < 2 or sys.argv[1] not in commands:
         print(__doc__, file=sys.stderr)
         return 2

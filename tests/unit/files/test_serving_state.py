@@ -64,3 +64,63 @@ def test_units_systemd_does_not_know_and_a_missing_configuration_are_inactive_an
     systemd({"dgx-spark-endpoint": "active"})
     assert state.gather("vllm-serve", ["dgx-spark-endpoint", str(tmp_path / "absent.conf")]) == {
         "unit": "inactive", "front": {"active": True, "engines": []}}
+
+
+def kept_serving(tmp_path: Path, stamp: str) -> tuple[Path, list[Path]]:
+    """A unit and an environment file, their copies in the last known good folder and its record."""
+    live, last_good = tmp_path / "etc", tmp_path / "last-good"
+    live.mkdir()
+    last_good.mkdir()
+    files = [live / "vllm-serve.service", live / "vllm-serve.env"]
+    for path in files:
+        path.write_text(f"content of {path.name}\n")
+        (last_good / path.name).write_text(f"content of {path.name}\n")
+    record = last_good / "vllm-serve.as-is.json"
+    record.write_text(json.dumps({"stamp": stamp}))
+    return record, files
+
+
+def running(unit: str) -> str:
+    return "active"
+
+
+def test_serving_restarts_as_it_is_when_the_stamp_and_every_file_match(tmp_path: Path) -> None:
+    record, files = kept_serving(tmp_path, "a" * 64)
+    assert state.as_is_verdict(record, "a" * 64, files, ["vllm-serve-guard"], running)[0]
+
+
+def test_a_unit_a_converge_would_start_makes_it_converge(tmp_path: Path) -> None:
+    record, files = kept_serving(tmp_path, "a" * 64)
+    states = {"vllm-serve-guard": "active", "vllm-serve-endpoint": "failed"}
+    assert state.as_is_verdict(record, "a" * 64, files, list(states), states.__getitem__) == \
+        (False, "vllm-serve-endpoint does not run (a converge starts it)")
+
+
+def test_changed_inputs_a_changed_file_or_no_record_converge_first(tmp_path: Path) -> None:
+    record, files = kept_serving(tmp_path, "a" * 64)
+    assert state.as_is_verdict(record, "b" * 64, files, [], running) == \
+        (False, "the inputs changed since the last converge that served")
+    assert not state.as_is_verdict(record, "", files, [], running)[0]
+    files[1].write_text("VLLM_HOST_IP=198.51.100.99\n")
+    assert state.as_is_verdict(record, "a" * 64, files, [], running) == \
+        (False, f"{files[1]} differs from what the last converge that served left")
+    files[1].unlink()
+    assert "cannot be read" in state.as_is_verdict(record, "a" * 64, files, [], running)[1]
+    record.unlink()
+    assert state.as_is_verdict(record, "a" * 64, files, [], running)[1].startswith(
+        "no record of a converge that served")
+
+
+def test_the_forced_restarts_read_gives_what_the_rollout_decides_on_and_the_verdict(
+        tmp_path: Path, systemd: Systemd, capsys: pytest.CaptureFixture[str]) -> None:
+    record, files = kept_serving(tmp_path, "a" * 64)
+    systemd({"vllm-serve": "active", "vllm-serve-guard": "active"})
+    state.main(["--unit", "vllm-serve", "--as-is", str(record), "a" * 64, "--files", *map(str, files),
+                "--running", "vllm-serve-guard"])
+    assert json.loads(capsys.readouterr().out) == {
+        "unit": "active", "as_is": {"as_is": True, "why": state.as_is_verdict(record, "a" * 64, files, [])[1]}}
+    systemd({"vllm-serve": "active"})
+    state.main(["--unit", "vllm-serve", "--as-is", str(record), "a" * 64, "--files", *map(str, files),
+                "--running", "vllm-serve-guard"])
+    assert json.loads(capsys.readouterr().out)["as_is"] == {
+        "as_is": False, "why": "vllm-serve-guard does not run (a converge starts it)"}
