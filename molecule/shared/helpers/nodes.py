@@ -144,6 +144,22 @@ def serving_stopping_at(name: str) -> float:
     return datetime.strptime(text, "%a %Y-%m-%d %H:%M:%S.%f UTC").replace(tzinfo=timezone.utc).timestamp()
 
 
+def serving_marks_since(name: str, since: int) -> dict[str, float]:
+    """When the node's serving unit first began to stop, stopped, began to start and (the head) had
+    its API answering since `since` (Unix times from the node's journal: the nodes share this
+    machine's clock). A mark the journal does not have since then is missing from the result."""
+    patterns = {"stopping": "systemd[1]: Stopping vllm-serve.service", "stopped": "systemd[1]: Stopped vllm-serve.service",
+                "starting": "systemd[1]: Starting vllm-serve.service", "ready": "Application startup complete."}
+    lines = node_host(name).check_output(f"journalctl -u vllm-serve --since @{since} -o short-unix --no-pager")
+    marks: dict[str, float] = {}
+    for line in lines.splitlines():
+        for mark, pattern in patterns.items():
+            # The start and readiness that follow the stop, not those of a start before it.
+            if pattern in line and mark not in marks and (mark in ("stopping", "stopped") or "stopped" in marks):
+                marks[mark] = float(line.split(" ", 1)[0])
+    return marks
+
+
 def serving_starts_since(name: str, since: int) -> int:
     """Starts of the node's serving unit since `since` (int(time.time()): the nodes share this
     machine's clock). Counted in the journal since then, never negative: a difference of two
