@@ -148,8 +148,10 @@ def serving_marks_since(name: str, since: int) -> dict[str, float]:
     """When the node's serving unit first began to stop, stopped, began to start and (the head) had
     its API answering since `since` (Unix times from the node's journal: the nodes share this
     machine's clock). A mark the journal does not have since then is missing from the result."""
-    patterns = {"stopping": "systemd[1]: Stopping vllm-serve.service", "stopped": "systemd[1]: Stopped vllm-serve.service",
-                "starting": "systemd[1]: Starting vllm-serve.service", "ready": "Application startup complete."}
+    patterns = {"stopping": "systemd[1]: Stopping vllm-serve.service",
+                "stopped": "systemd[1]: Stopped vllm-serve.service",
+                "starting": "systemd[1]: Starting vllm-serve.service",
+                "ready": "Application startup complete."}
     lines = node_host(name).check_output(f"journalctl -u vllm-serve --since @{since} -o short-unix --no-pager")
     marks: dict[str, float] = {}
     for line in lines.splitlines():
