@@ -96,6 +96,9 @@ def latest_log(unit: str) -> str:
 # ---- probe: the playbook's readiness wait -----------------------------------
 
 LOG_EVERY = 10  # seconds between two reads of the engine's latest log line while it starts
+# Seconds between two probes: what a restart adds after the engine is ready is half of it on
+# average; a probe before then is a refused connection or a /health call.
+PROBE_EVERY = 0.25
 
 
 def probe_once(url: str, model: str, key: str, prompt: str) -> tuple[str, str]:
@@ -133,14 +136,15 @@ def probe(args: list[str]) -> int:
         else:
             stage, detail = probe_once(url, model, key, prompt)
         done = stage in ("ready", "down") or time.monotonic() - began > seconds
-        # The journal read costs CPU the starting engine wants: the playbook shows a line every 30 s.
-        if done or (progress and time.monotonic() - log_read >= LOG_EVERY):
+        # The journal read costs CPU the starting engine wants: the playbook shows a line every 30 s,
+        # and a wait that failed the last lines; one that ended ready needs none.
+        if (done and stage != "ready") or (progress and time.monotonic() - log_read >= LOG_EVERY):
             log, log_read = latest_log(unit), time.monotonic()
         if progress:
             progress.write_text(progress_line(time.monotonic() - began, stage, detail, log) + "\n")
         if done:
             break
-        time.sleep(1)
+        time.sleep(PROBE_EVERY)
     print(json.dumps({"stage": stage, "detail": detail, "log": log, "state": state, "restarts": restarts,
                       "elapsed": round(time.monotonic() - began)}))
     return 0

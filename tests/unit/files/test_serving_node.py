@@ -35,12 +35,14 @@ def test_the_unit_names_the_configuration_its_container_starts_with() -> None:
     assert node.unit_config_id("ExecStart=/usr/bin/docker run --rm", "dgx-spark-vllm.config") == ""
 
 
-def test_the_readiness_probe_reads_the_journal_every_ten_seconds_and_at_the_end(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(("last_stage", "expected_reads"),
+                         [("ready", [0.0, 10.0, 20.0]), ("down", [0.0, 10.0, 20.0, 24.0])])
+def test_the_readiness_probe_reads_the_journal_every_ten_seconds_and_at_a_failed_end(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, last_stage: str, expected_reads: list[float]) -> None:
     clock = iter(range(0, 1000))
     now = {"t": 0.0}
     reads: list[float] = []
-    stages = iter(["loading"] * 24 + ["ready"])
+    stages = iter(["loading"] * int(24 / node.PROBE_EVERY) + [last_stage])
 
     def tick() -> float:
         return now["t"]
@@ -56,8 +58,9 @@ def test_the_readiness_probe_reads_the_journal_every_ten_seconds_and_at_the_end(
     monkeypatch.setattr(node, "api_key", lambda _path: "")
     progress = tmp_path / "progress"
     assert node.probe(["http://x", "m", "secrets", "vllm-serve", "600", "0", "hi", str(progress)]) == 0
-    assert reads == [0.0, 10.0, 20.0, 24.0]
-    assert progress.read_text().startswith("24 s: ready | line 3")
+    assert reads == expected_reads
+    assert progress.read_text().startswith(f"24 s: {last_stage}")
+    assert progress.read_text().endswith(f"| line {len(expected_reads) - 1}\n")
 
 
 METRICS = """# HELP vllm:num_requests_running Number of requests in model execution batches.
