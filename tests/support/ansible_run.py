@@ -12,10 +12,12 @@ tests/support on sys.path), the tests under tests/ as ``support.ansible_run``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -164,23 +166,37 @@ def run_ansible_playbook(playbook: Path | str, inventories: Sequence[Path | str]
 
     Tests assert on the return code and on the output, which is the point of most of them.
     A run past ``timeout`` is killed and returns as failed (rc 124, as timeout(1) gives) with
-    the output it had printed, so that the test's report shows where it was.
+    the output it had printed and every Python process's stacks at that moment, so that the
+    test's report shows where it was.
     """
     command = playbook_command(playbook, inventories, extra_vars, extra_args)
+    # faulthandler in every Python process of the run (the controller and its forked workers):
+    # at the deadline each prints its threads' stacks before it ends, so a run that hung on the
+    # controller says where (the ray scenario's healing site.yml stopped twice with no task running).
+    env = {**ansible_env(config), "PYTHONFAULTHANDLER": "1"}
+    with subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          start_new_session=True) as process:
+        try:
+            stdout, stderr = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            stdout, stderr = _stacks_then_end(process)
+            return subprocess.CompletedProcess(
+                command, TIMED_OUT, stdout=stdout,
+                stderr=stderr + f"\n(the playbook run was killed: still running after {timeout} s)\n")
+    return subprocess.CompletedProcess(command, process.returncode, stdout=stdout, stderr=stderr)
+
+
+def _stacks_then_end(process: subprocess.Popen[str]) -> tuple[str, str]:
+    """SIGABRT to the run's whole process group (its own session: faulthandler prints each Python
+    process's stacks), then SIGKILL to whatever is left; what it printed, stdout and stderr."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGABRT)
     try:
-        return subprocess.run(command, cwd=cwd, env=ansible_env(config), capture_output=True, text=True,
-                              timeout=timeout, check=False)
-    except subprocess.TimeoutExpired as expired:
-        return subprocess.CompletedProcess(
-            command, TIMED_OUT, stdout=_text(expired.stdout),
-            stderr=_text(expired.stderr) + f"\n(the playbook run was killed: still running after {timeout} s)\n")
-
-
-def _text(output: str | bytes | None) -> str:
-    """What a killed process had printed (subprocess gives it as bytes even in text mode)."""
-    if isinstance(output, bytes):
-        return output.decode("utf-8", errors="replace")
-    return output or ""
+        return process.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        return process.communicate()
 
 
 def flat_output(proc: subprocess.CompletedProcess[str]) -> str:

@@ -27,6 +27,15 @@ def test_a_run_past_its_deadline_fails_with_its_output_so_far(tmp_path: Path,
     assert "still running after 2 s" in result.stderr
 
 
+def test_a_python_process_hung_at_the_deadline_prints_where_it_was(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_playbook_command(tmp_path, monkeypatch,
+                          "exec python3 -c 'import time\ndef stuck_here():\n    time.sleep(30)\nstuck_here()'\n")
+    result = ansible_run.run_ansible_playbook("site.yml", [str(tmp_path / "hosts.yml")], timeout=2)
+    assert result.returncode == ansible_run.TIMED_OUT
+    assert "in stuck_here" in result.stderr, result.stderr
+
+
 def test_a_run_within_its_deadline_is_returned_as_it_ended(tmp_path: Path,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     fake_playbook_command(tmp_path, monkeypatch, "echo done\nexit 3\n")
