@@ -15,10 +15,11 @@ Subcommands:
   stop UNIT CONTAINER SECONDS               the unit's ExecStop: `docker stop --time SECONDS`,
                                             or `docker kill` when the guard restarts an engine
                                             it found broken (a hung engine ignores SIGTERM)
-  drain-stop UNIT METRICS_URL SECONDS       wait up to SECONDS until the engine answers no
-                                            request (vLLM's own gauges), then stop UNIT; the
-                                            result as JSON (a restart's drain and the old
-                                            head's stop in one step: serving_rollout)
+  drain-restart UNIT METRICS_URL SECONDS    wait up to SECONDS until the engine answers no
+                                            request (vLLM's own gauges), then restart UNIT; the
+                                            result as JSON (a restart's drain, the old head's
+                                            stop and the new head's start in one step:
+                                            serving_rollout)
 """
 from __future__ import annotations
 
@@ -200,7 +201,7 @@ def stop(args: list[str]) -> int:
     return subprocess.run(command, check=False).returncode
 
 
-# ---- drain-stop: a restart's drain and its old head's stop ----------------------
+# ---- drain-restart: a restart's drain, its old head's stop and its new head's start ----
 
 DRAIN_POLL = 0.2  # seconds between two reads of the engine's gauges while it finishes its requests
 BUSY_GAUGE = re.compile(r"(?m)^vllm:num_requests_(?:running|waiting)(?:\{[^}]*\})? ([0-9.eE+-]+)$")
@@ -224,13 +225,13 @@ def drain(metrics_url: str, seconds: float) -> tuple[bool, float]:
         time.sleep(DRAIN_POLL)
 
 
-def drain_stop(args: list[str]) -> int:
+def drain_restart(args: list[str]) -> int:
     unit, metrics_url, seconds = args[0], args[1], float(args[2])
     drained, waited = drain(metrics_url, seconds) if seconds > 0 else (True, 0.0)
-    stopped = subprocess.run(["systemctl", "stop", unit], capture_output=True, text=True, check=False)
-    print(json.dumps({"drained": drained, "waited": round(waited, 1), "stopped": stopped.returncode == 0,
-                      "error": stopped.stderr.strip()}))
-    return stopped.returncode
+    restarted = subprocess.run(["systemctl", "restart", unit], capture_output=True, text=True, check=False)
+    print(json.dumps({"drained": drained, "waited": round(waited, 1), "restarted": restarted.returncode == 0,
+                      "error": restarted.stderr.strip()}))
+    return restarted.returncode
 
 
 # ---- status: what playbooks/status.yml shows --------------------------------
@@ -338,7 +339,7 @@ def status(args: list[str]) -> int:
 
 def main() -> int:
     commands = {"probe": probe, "backoff": backoff, "status": status,
-                "await-container": await_container, "stop": stop, "drain-stop": drain_stop}
+                "await-container": await_container, "stop": stop, "drain-restart": drain_restart}
     if len(sys.argv) < 2 or sys.argv[1] not in commands:
         print(__doc__, file=sys.stderr)
         return 2
