@@ -19,8 +19,18 @@ from ansible_collections.dgx_spark.vllm.plugins.modules.await_job import ARGUMEN
 display = Display()
 
 
+def job_result(job: dict[str, Any], jid: str) -> dict[str, Any]:
+    """The finished job's result as ansible.builtin.async_status gives it: the job's own result,
+    finished, its id, and the lines of its output."""
+    result = dict(job, finished=True, ansible_job_id=jid)
+    for stream in ("stdout", "stderr"):
+        if isinstance(result.get(stream), str) and f"{stream}_lines" not in result:
+            result[f"{stream}_lines"] = result[stream].splitlines()
+    return result
+
+
 class ActionModule(ActionBase):
-    """await_job: rounds of the module on the node, a progress line after each, then async_status."""
+    """await_job: rounds of the module on the node, a progress line after each, the last with the job's result."""
 
     TRANSFERS_FILES = False
     _requires_connection = True
@@ -47,15 +57,8 @@ class ActionModule(ActionBase):
                 result.update(waited, progress=shown)
                 return result
             if waited.get("finished"):
-                result.update(self._job_status(args["jid"], async_dir, task_vars))
+                result.update(job_result(waited["job"], args["jid"]))
                 result["progress"] = shown
                 return result
             display.display(f"{host}: {args['description']}: {waited.get('line', '')}")
             shown.append(str(waited.get("line", "")))
-
-    def _job_status(self, jid: str, async_dir: str, task_vars: dict[str, Any] | None) -> dict[str, Any]:
-        """What ansible.builtin.async_status says of the finished job (its whole result)."""
-        status: dict[str, Any] = self._execute_module(
-            module_name="ansible.legacy.async_status", task_vars=task_vars,
-            module_args={"jid": jid, "mode": "status", "_async_dir": async_dir})
-        return status

@@ -21,7 +21,8 @@ description:
   - Returns the job's own result (rc, stdout, stderr, ...) once it finished; fails when it ran past O(timeout).
   - The wait runs on the node, one module run per progress line; it looks at the job every O(poll) seconds
     there, so the task ends within O(poll) of the job (the controller's own async_status polling would cost a
-    module run per look).
+    module run per look), and the round that sees the job finished brings its result back (no
+    M(ansible.builtin.async_status) run after it).
 options:
   jid:
     description: The job id, from the registered result of the C(async) task (C(ansible_job_id)).
@@ -46,7 +47,7 @@ options:
   poll:
     description: Seconds between two looks at the job on the node (at most O(interval)).
     type: float
-    default: 0.5
+    default: 0.1
   async_dir:
     description:
       - The folder on the node where async jobs keep their status; the action sets it from the shell's
@@ -109,19 +110,19 @@ ARGUMENT_SPEC: dict[str, dict[str, Any]] = {
     "description": {"type": "str", "required": True},
     "timeout": {"type": "int", "required": True},
     "interval": {"type": "int", "default": 30},
-    "poll": {"type": "float", "default": 0.5},
+    "poll": {"type": "float", "default": 0.1},
     "async_dir": {"type": "path", "default": "~/.ansible_async"},
 }
 
 
-def job_finished(text: str) -> bool:
-    """Whether an async job's status file says it finished: the wrapper's first write holds
+def finished_job(text: str) -> dict[str, Any] | None:
+    """The job's result when its status file says it finished: the wrapper's first write holds
     "started", the job's result replaces it (a file caught mid-write is not finished yet)."""
     try:
         status = json.loads(text)
     except ValueError:
-        return False
-    return isinstance(status, dict) and "started" not in status
+        return None
+    return status if isinstance(status, dict) and "started" not in status else None
 
 
 def read_text(path: str) -> str:
@@ -133,15 +134,16 @@ def read_text(path: str) -> str:
         return ""
 
 
-def wait_for_job(status_file: str, seconds: float, poll: float) -> bool:
-    """Look at the job every ``poll`` seconds for at most ``seconds``: whether it finished."""
+def wait_for_job(status_file: str, seconds: float, poll: float) -> dict[str, Any] | None:
+    """Look at the job every ``poll`` seconds for at most ``seconds``: its result once it finished."""
     until = time.monotonic() + seconds
     while True:
-        if job_finished(read_text(status_file)):
-            return True
+        job = finished_job(read_text(status_file))
+        if job is not None:
+            return job
         left = until - time.monotonic()
         if left <= 0:
-            return False
+            return None
         time.sleep(min(poll, left))
 
 
@@ -155,8 +157,9 @@ def main() -> None:
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     params = module.params
     status_file = os.path.join(params["async_dir"], params["jid"])
-    finished = wait_for_job(status_file, params["interval"], max(params["poll"], 0.05))
-    module.exit_json(changed=False, finished=finished, line=last_line(read_text(params["log"])))
+    job = wait_for_job(status_file, params["interval"], max(params["poll"], 0.05))
+    finished = {"finished": True, "job": job} if job is not None else {"finished": False}
+    module.exit_json(changed=False, line=last_line(read_text(params["log"])), **finished)
 
 
 if __name__ == "__main__":

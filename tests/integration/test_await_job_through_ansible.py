@@ -14,7 +14,7 @@ PLAY = """\
   tasks:
     - name: A job that logs one progress line a second
       ansible.builtin.shell:
-        cmd: for i in $(seq 12); do echo "step $i of 12"; sleep 1; done > {log}; exit {rc}
+        cmd: for i in $(seq 12); do echo "step $i of 12"; sleep 1; done > {log}; echo all steps; exit {rc}
       async: 60
       poll: 0
       register: job
@@ -32,7 +32,7 @@ PLAY = """\
 
     - name: What it returned
       ansible.builtin.debug:
-        msg: "rc={{{{ done.rc }}}} shown={{{{ done.progress | length }}}}"
+        msg: "rc={{{{ done.rc }}}} shown={{{{ done.progress | length }}}} out={{{{ done.stdout_lines | join(',') }}}}"
 """
 
 
@@ -51,7 +51,7 @@ def test_progress_lines_show_while_the_job_runs_and_its_result_comes_back(tmp_pa
     flat = flat_output(proc)
     shown = [line for line in proc.stdout.splitlines() if line.startswith("localhost: the test job: step ")]
     assert len(shown) >= 2, proc.stdout
-    assert "rc=0" in flat
+    assert "rc=0" in flat and "out=all steps" in flat
 
 
 def test_a_failed_job_fails_the_task(tmp_path: Path) -> None:

@@ -6,22 +6,22 @@ import threading
 import time
 from pathlib import Path
 
-from ansible_collections.dgx_spark.vllm.plugins.modules.await_job import job_finished, last_line, wait_for_job
+from ansible_collections.dgx_spark.vllm.plugins.modules.await_job import finished_job, last_line, wait_for_job
 
 STARTED = json.dumps({"started": 1, "finished": 0, "ansible_job_id": "j1"})
 DONE = json.dumps({"rc": 0, "stdout": "ok", "changed": True})
 
 
 def test_the_wrappers_first_write_is_not_finished_the_jobs_result_is() -> None:
-    assert not job_finished(STARTED)
-    assert job_finished(DONE)
-    assert job_finished(json.dumps({"failed": 1, "msg": "could not run"}))
+    assert finished_job(STARTED) is None
+    assert finished_job(DONE) == json.loads(DONE)
+    assert finished_job(json.dumps({"failed": 1, "msg": "could not run"})) == {"failed": 1, "msg": "could not run"}
 
 
 def test_a_status_file_missing_or_caught_mid_write_is_not_finished() -> None:
-    assert not job_finished("")
-    assert not job_finished(DONE[:10])
-    assert not job_finished("[1, 2]")
+    assert finished_job("") is None
+    assert finished_job(DONE[:10]) is None
+    assert finished_job("[1, 2]") is None
 
 
 def test_a_round_ends_within_a_poll_of_the_job(tmp_path: Path) -> None:
@@ -30,7 +30,7 @@ def test_a_round_ends_within_a_poll_of_the_job(tmp_path: Path) -> None:
     finish = threading.Timer(0.3, status.write_text, args=(DONE,))
     finish.start()
     began = time.monotonic()
-    assert wait_for_job(str(status), 10, 0.1)
+    assert wait_for_job(str(status), 10, 0.1) == json.loads(DONE)
     assert time.monotonic() - began < 1.0
     finish.join()
 
@@ -39,9 +39,9 @@ def test_a_round_ends_at_its_deadline_while_the_job_runs(tmp_path: Path) -> None
     status = tmp_path / "j1"
     status.write_text(STARTED)
     began = time.monotonic()
-    assert not wait_for_job(str(status), 0.4, 0.1)
+    assert wait_for_job(str(status), 0.4, 0.1) is None
     assert 0.4 <= time.monotonic() - began < 1.0
-    assert not wait_for_job(str(tmp_path / "no-such-job"), 0.1, 0.05)
+    assert wait_for_job(str(tmp_path / "no-such-job"), 0.1, 0.05) is None
 
 
 def test_the_progress_line_is_the_logs_last_non_empty_line() -> None:
